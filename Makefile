@@ -1,0 +1,37 @@
+# The two commands a user needs: `make demo` and `make test`. Both run `setup` first, which is
+# idempotent: it installs system packages only when missing and reuses the virtualenv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-unit test-integration lint demo bench clean
+
+setup: $(STAMP)
+	@bash scripts/setup-system.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+test: setup
+	$(BIN)/ruff check autosizer tests benchmarks
+	$(BIN)/pytest -q
+
+test-unit: setup
+	$(BIN)/pytest -q tests/unit
+
+test-integration: setup
+	$(BIN)/pytest -q tests/integration
+
+demo: setup
+	$(BIN)/python examples/elasticity_walkthrough.py
+
+bench: setup
+	$(BIN)/python benchmarks/bench_buckets.py
+	$(BIN)/python benchmarks/bench_migrate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

@@ -1,0 +1,263 @@
+"""The layout (Samza's job model): which virtual tasks exist and what each one reads.
+
+A layout is immutable. Every change (`with_factor`, `with_partitions`) returns the next generation,
+and the generation fences checkpoint commits, so a pipeline still running an old layout cannot
+overwrite the new one's progress.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from autosizer.elasticity.factor import validate_factor
+from autosizer.elasticity.groupers import GROUPERS
+
+LAYOUT_FORMAT = 2
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class VirtualTask:
+    """One (partition group, key bucket) under factor F: the unit of ordered processing."""
+
+    name: str
+    bucket: int
+    factor: int
+    partitions: frozenset[TopicPartition]
+
+    def owns(self, topic: str, partition: int, key_hash: int) -> bool:
+        """True iff a message with this key hash in this partition belongs to this task."""
+        return (topic, partition) in self.partitions and key_hash % self.factor == self.bucket
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """An expansion child partition waits until its parent is done below `offset`.
+
+    Keys that moved to the child had their older messages in the parent, below the parent's end
+    offset at the moment the expansion was adopted; reading the child only after that keeps per-key
+    order. `offset` is None until the actuator has read the parent's end offset (`resolve_barriers`),
+    and an unresolved barrier keeps the child unread.
+    """
+
+    topic: str
+    partition: int
+    parent: int
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Topics with their partition counts, the factor, the grouper and the generation."""
+
+    topics: Mapping[str, int]
+    factor: int = 1
+    grouper: str = "partition"
+    generation: int = 1
+    initial_partitions: Mapping[str, int] | None = None
+    barriers: tuple[Barrier, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        topics = _validate_counts(self.topics, "topics")
+        initial = _validate_counts(
+            self.initial_partitions if self.initial_partitions is not None else topics,
+            "initial_partitions",
+        )
+        if set(initial) != set(topics):
+            raise ValueError(
+                f"initial_partitions names {sorted(initial)} but topics are {sorted(topics)}: "
+                "give an initial count for every topic"
+            )
+        for topic, count in topics.items():
+            if count < initial[topic] or count % initial[topic]:
+                raise ValueError(
+                    f"topic {topic!r} has {count} partitions, which is not a multiple of its "
+                    f"initial {initial[topic]}: partitions may only be multiplied"
+                )
+        validate_factor(self.factor)
+        if self.grouper not in GROUPERS:
+            raise ValueError(
+                f"unknown grouper {self.grouper!r}: use one of {', '.join(sorted(GROUPERS))}"
+            )
+        if isinstance(self.generation, bool) or not isinstance(self.generation, int):
+            raise ValueError(f"generation must be an integer >= 1, not {self.generation!r}")
+        if self.generation < 1:
+            raise ValueError(f"generation must be an integer >= 1, not {self.generation!r}")
+        object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "initial_partitions", initial)
+        object.__setattr__(self, "barriers", tuple(self.barriers))
+
+    # --- virtual tasks -------------------------------------------------------------------------
+
+    @cached_property
+    def _tasks(self) -> dict[str, VirtualTask]:
+        groups = GROUPERS[self.grouper](self.topics, self.initial_partitions or self.topics)
+        tasks: dict[str, VirtualTask] = {}
+        for base, partitions in groups:
+            if not partitions:
+                continue
+            for bucket in range(self.factor):
+                name = base if self.factor == 1 else f"{base}-{bucket}-{self.factor}"
+                tasks[name] = VirtualTask(name, bucket, self.factor, partitions)
+        return tasks
+
+    @cached_property
+    def _readers(self) -> dict[TopicPartition, tuple[VirtualTask, ...]]:
+        readers: dict[TopicPartition, list[VirtualTask]] = {tp: [] for tp in self.partitions()}
+        for task in self._tasks.values():
+            for tp in task.partitions:
+                readers[tp].append(task)
+        return {tp: tuple(sorted(ts, key=lambda t: t.bucket)) for tp, ts in readers.items()}
+
+    def virtual_tasks(self) -> list[VirtualTask]:
+        """Every virtual task of this layout, in a stable order."""
+        return list(self._tasks.values())
+
+    def task(self, name: str) -> VirtualTask:
+        """The virtual task called `name`; KeyError naming the layout when there is none."""
+        try:
+            return self._tasks[name]
+        except KeyError:
+            raise KeyError(
+                f"unknown virtual task {name!r} in layout generation {self.generation} "
+                f"(factor {self.factor}, grouper {self.grouper}): list them with "
+                "`autosizer layout show`"
+            ) from None
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every (topic, partition) of the layout, sorted."""
+        return [(t, p) for t in sorted(self.topics) for p in range(self.topics[t])]
+
+    def readers(self, topic: str, partition: int) -> tuple[VirtualTask, ...]:
+        """The virtual tasks that read one partition, indexed by bucket."""
+        try:
+            return self._readers[(topic, partition)]
+        except KeyError:
+            raise KeyError(f"unknown partition {topic}[{partition}] in this layout") from None
+
+    def barrier(self, topic: str, partition: int) -> Barrier | None:
+        """The barrier holding back an expansion child partition, if it is one."""
+        return self._barriers.get((topic, partition))
+
+    @cached_property
+    def _barriers(self) -> dict[TopicPartition, Barrier]:
+        return {(b.topic, b.partition): b for b in self.barriers}
+
+    # --- next generations ----------------------------------------------------------------------
+
+    def with_factor(self, factor: int) -> Layout:
+        """The next generation with another elasticity factor."""
+        return replace(self, factor=validate_factor(factor), generation=self.generation + 1)
+
+    def with_partitions(
+        self,
+        counts: Mapping[str, int],
+        barriers: Mapping[TopicPartition, int] | None = None,
+    ) -> Layout:
+        """The next generation after topics' partition counts were multiplied (SEP-5).
+
+        `barriers` maps a parent partition to its end offset when the expansion was adopted;
+        children of a parent left out wait until `resolve_barriers` supplies it.
+        """
+        new_topics = dict(self.topics)
+        added: list[Barrier] = []
+        for topic, count in counts.items():
+            if topic not in self.topics:
+                raise ValueError(f"unknown topic {topic!r}: the layout has {sorted(self.topics)}")
+            old = self.topics[topic]
+            if isinstance(count, bool) or not isinstance(count, int) or count < old:
+                raise ValueError(
+                    f"topic {topic!r} cannot go from {old} to {count!r} partitions: "
+                    "partition counts only grow"
+                )
+            if count % old:
+                raise ValueError(
+                    f"topic {topic!r} cannot go from {old} to {count} partitions: the new count "
+                    f"must be a multiple of {old} so every key keeps a parent partition"
+                )
+            new_topics[topic] = count
+            for child in range(old, count):
+                offset = (barriers or {}).get((topic, child % old))
+                added.append(Barrier(topic, child, child % old, offset))
+        return replace(
+            self,
+            topics=new_topics,
+            generation=self.generation + 1,
+            barriers=self.barriers + tuple(added),
+        )
+
+    def resolve_barriers(self, offsets: Mapping[TopicPartition, int]) -> Layout:
+        """The same generation with unresolved barriers filled from parents' end offsets.
+
+        Only for a layout that has not been published yet: the actuator builds the next
+        generation, reads the parents' end offsets from the source, resolves, then publishes.
+        """
+        resolved = tuple(
+            replace(b, offset=offsets[(b.topic, b.parent)])
+            if b.offset is None and (b.topic, b.parent) in offsets
+            else b
+            for b in self.barriers
+        )
+        return replace(self, barriers=resolved)
+
+    # --- serialization -------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """Versioned JSON; `from_json` also reads layouts written without buckets."""
+        return json.dumps(
+            {
+                "format": LAYOUT_FORMAT,
+                "generation": self.generation,
+                "factor": self.factor,
+                "grouper": self.grouper,
+                "topics": dict(self.topics),
+                "initial_partitions": dict(self.initial_partitions or {}),
+                "barriers": [
+                    {"topic": b.topic, "partition": b.partition, "parent": b.parent,
+                     "offset": b.offset}
+                    for b in self.barriers
+                ],
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Layout:
+        """Read any layout format; format 1 (no buckets, no factor) means factor 1."""
+        try:
+            data: dict[str, Any] = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"layout is not valid JSON ({exc}): rewrite it with `layout init`") from exc
+        if not isinstance(data, dict) or "topics" not in data:
+            raise ValueError("layout JSON has no 'topics' object: rewrite it with `layout init`")
+        version = data.get("format", 1)
+        if version > LAYOUT_FORMAT:
+            raise ValueError(
+                f"layout format {version} is newer than this autosizer reads ({LAYOUT_FORMAT}): "
+                "upgrade autosizer"
+            )
+        return cls(
+            topics=data["topics"],
+            factor=data.get("factor", 1),
+            grouper=data.get("grouper", "partition"),
+            generation=data.get("generation", 1),
+            initial_partitions=data.get("initial_partitions") or None,
+            barriers=tuple(Barrier(**b) for b in data.get("barriers", ())),
+        )
+
+
+def _validate_counts(counts: Mapping[str, int], what: str) -> dict[str, int]:
+    if not isinstance(counts, Mapping) or not counts:
+        raise ValueError(f"{what} must map each topic name to its partition count, e.g. {{'orders': 4}}")
+    out: dict[str, int] = {}
+    for topic, count in counts.items():
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"{what}: topic names must be non-empty strings, not {topic!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{what}: topic {topic!r} needs a partition count >= 1, not {count!r}")
+        out[topic] = count
+    return out
