@@ -128,6 +128,9 @@ class Layout:
                 "`autosizer layout show`"
             ) from None
 
+    def has_task(self, name: str) -> bool:
+        return name in self._tasks
+
     def partitions(self) -> list[TopicPartition]:
         """Every (topic, partition) of the layout, sorted."""
         return [(t, p) for t in sorted(self.topics) for p in range(self.topics[t])]

@@ -1,0 +1,371 @@
+"""The Redis-backed metadata store: layouts, checkpoints and startpoints of one job.
+
+The only module of `elasticity` that does I/O. The pipeline, the actuators and the controller all
+go through it, so fencing and atomicity live in one place:
+
+- a commit is one Lua script: refused whole when its generation is not current, else every task's
+  progress is written and the startpoints it passed are deleted, together;
+- a migration is one MULTI/EXEC watched on the current pointer and the old checkpoints: readers see
+  the old generation or the new one, never half of it.
+
+Keys, all under `autosizer:{<job>}:` (the braces keep a job's keys in one Redis Cluster slot):
+`layout:current`, `layout:<g>`, `checkpoints:<g>` (hash task -> progress JSON), `startpoints`
+(hash key -> startpoint JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import structlog
+
+from autosizer.elasticity.checkpoints import (
+    Checkpoints,
+    TaskProgress,
+    encode_task_progress,
+)
+from autosizer.elasticity.layout import Layout
+from autosizer.elasticity.startpoints import (
+    DEFAULT_EXPIRY_MS,
+    FanOut,
+    Startpoint,
+    StartpointKey,
+    fan_out,
+)
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+KEEP_GENERATIONS = 5
+
+_COMMIT = """
+local current = redis.call('GET', KEYS[1])
+if current ~= ARGV[1] then
+  return redis.error_reply('STALE ' .. tostring(current))
+end
+local n = tonumber(ARGV[2])
+local i = 3
+for _ = 1, n do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i <= #ARGV do
+  if redis.call('HGET', KEYS[3], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+  end
+  i = i + 2
+end
+return 'OK'
+"""
+
+
+class StoreError(Exception):
+    """Base of the store's errors; each message names the problem and the fix."""
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class NoLayout(StoreError):
+    pass
+
+
+class LayoutExists(StoreError):
+    pass
+
+
+class StaleGeneration(StoreError):
+    """A commit or migration for a generation that is no longer current (fencing)."""
+
+    def __init__(self, generation: int, current: int | None, what: str = "commit"):
+        self.generation, self.current = generation, current
+        super().__init__(
+            f"{what} for layout generation {generation} refused: the current generation is "
+            f"{current}; the writer runs an old layout and must restart under the current one"
+        )
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
+class MetadataStore:
+    """Layouts, checkpoints and startpoints of one job, in Redis."""
+
+    def __init__(self, url: str, job: str, *, keep_generations: int = KEEP_GENERATIONS):
+        if not job or any(c in job for c in "{}: \t\n"):
+            raise ValueError(f"invalid job name {job!r}: use letters, digits, '-', '_' or '.'")
+        self.url, self.job = url, job
+        self.keep_generations = keep_generations
+        self.prefix = f"autosizer:{{{job}}}:"
+        try:
+            self.redis = redis.Redis.from_url(
+                url, socket_connect_timeout=3, socket_timeout=10, health_check_interval=30
+            )
+        except ValueError as exc:
+            raise StoreUnavailable(
+                f"invalid Redis URL {redact(url)!r} ({exc}): use redis://[:password@]host:port/db "
+                "or rediss:// for TLS"
+            ) from None
+        self._commit = self.redis.register_script(_COMMIT)
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def key(self, *parts: object) -> str:
+        return self.prefix + ":".join(str(p) for p in parts)
+
+    @property
+    def _current_key(self) -> str:
+        return self.key("layout", "current")
+
+    # --- layouts -------------------------------------------------------------------------------
+
+    def ping(self) -> None:
+        self._call(self.redis.ping)
+
+    def current_generation(self) -> int | None:
+        raw = self._call(lambda: self.redis.get(self._current_key))
+        return None if raw is None else int(raw)
+
+    def layout(self, generation: int | None = None) -> Layout:
+        """The layout of `generation`, or the current one."""
+        gen = self.current_generation() if generation is None else generation
+        raw = None if gen is None else self._call(lambda: self.redis.get(self.key("layout", gen)))
+        if raw is None:
+            which = "a current layout" if generation is None else f"layout generation {generation}"
+            raise NoLayout(
+                f"job {self.job!r} has no {which} in Redis at {redact(self.url)}: "
+                "create one with `autosizer layout init`"
+            )
+        return Layout.from_json(raw)
+
+    def init_layout(self, layout: Layout, checkpoints: Checkpoints | None = None) -> None:
+        """Publish the first layout (and optionally adopted checkpoints); refuses to overwrite."""
+        cp = checkpoints or Checkpoints.initial(layout)
+        if cp.layout.generation != layout.generation:
+            raise ValueError("checkpoints must belong to the layout being initialised")
+
+        def txn(pipe: redis.client.Pipeline) -> None:
+            current = pipe.get(self._current_key)
+            if current is not None:
+                raise LayoutExists(
+                    f"job {self.job!r} already has layout generation {int(current)}: change it "
+                    "through a migration, or delete the job's keys to start over"
+                )
+            pipe.multi()
+            self._write_generation(pipe, cp)
+            pipe.set(self._current_key, layout.generation)
+
+        self._call(lambda: self.redis.transaction(txn, self._current_key))
+        log.info("layout.initialised", job=self.job, generation=layout.generation,
+                 factor=layout.factor, tasks=len(layout.virtual_tasks()))
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoints(self, generation: int | None = None) -> Checkpoints:
+        """All tasks' progress for `generation` (default: current), with its layout."""
+        layout = self.layout(generation)
+        raw = self._call(lambda: self.redis.hgetall(self.key("checkpoints", layout.generation)))
+        return Checkpoints.from_task_json(
+            layout, {name.decode(): value for name, value in raw.items()}
+        )
+
+    def commit(self, generation: int, progress: Mapping[str, TaskProgress]) -> None:
+        """Write tasks' progress atomically, fenced by generation; drop startpoints it passed.
+
+        Raises StaleGeneration, with nothing written, when `generation` is not current.
+        """
+        args: list[Any] = [generation, len(progress)]
+        for task, entries in progress.items():
+            args += [task, encode_task_progress(entries)]
+        args += self._passed_startpoints(progress)
+        keys = [self._current_key, self.key("checkpoints", generation), self.key("startpoints")]
+        try:
+            self._call(lambda: self._commit(keys=keys, args=args))
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("STALE"):
+                raise
+            current = str(exc).split(" ", 1)[1]
+            stale = StaleGeneration(generation, int(current) if current.isdigit() else None)
+            log.error("commit.refused", job=self.job, generation=generation, current=stale.current)
+            raise stale from None
+
+    def migrate(self, old_generation: int, new_layout: Layout) -> Checkpoints:
+        """Move every checkpoint to `new_layout` and make it current, in one transaction.
+
+        Pinned startpoints of the old tasks are folded into the old checkpoints first, so their
+        effect survives the task names changing.
+        """
+        old_cp_key = self.key("checkpoints", old_generation)
+        result: list[Checkpoints] = []
+
+        def txn(pipe: redis.client.Pipeline) -> None:
+            current = pipe.get(self._current_key)
+            if current is None or int(current) != old_generation:
+                raise StaleGeneration(
+                    old_generation, None if current is None else int(current), "migration"
+                )
+            old_layout = Layout.from_json(pipe.get(self.key("layout", old_generation)))
+            raw = pipe.hgetall(old_cp_key)
+            old = Checkpoints.from_task_json(old_layout, {k.decode(): v for k, v in raw.items()})
+            folded = self._fold_startpoints(pipe, old)
+            new = old.migrate(new_layout)
+            pipe.multi()
+            for field in folded:
+                pipe.hdel(self.key("startpoints"), field)
+            self._write_generation(pipe, new)
+            pipe.set(self._current_key, new_layout.generation)
+            # Generations move up one at a time, so dropping one per migration keeps the last few.
+            stale = new_layout.generation - self.keep_generations
+            pipe.delete(self.key("layout", stale), self.key("checkpoints", stale))
+            result[:] = [new]
+
+        self._call(
+            lambda: self.redis.transaction(
+                txn, self._current_key, old_cp_key, self.key("startpoints")
+            )
+        )
+        log.info("layout.migrated", job=self.job, old=old_generation,
+                 new=new_layout.generation, factor=new_layout.factor)
+        return result[0]
+
+    # --- startpoints ---------------------------------------------------------------------------
+
+    def set_startpoint(self, key: StartpointKey, startpoint: Startpoint) -> None:
+        layout = self.layout()
+        if (key.topic, key.partition) not in set(layout.partitions()):
+            raise ValueError(
+                f"unknown partition {key.topic}[{key.partition}]: the layout has "
+                f"{', '.join(f'{t}[0..{n - 1}]' for t, n in sorted(layout.topics.items()))}"
+            )
+        if key.task is not None:
+            task = layout.task(key.task)
+            if (key.topic, key.partition) not in task.partitions:
+                raise ValueError(
+                    f"virtual task {key.task!r} does not read {key.topic}[{key.partition}]: "
+                    "pick a task from `autosizer layout show`"
+                )
+        self._call(lambda: self.redis.hset(self.key("startpoints"), key.encode(), startpoint.to_json()))
+
+    def startpoints(self) -> dict[StartpointKey, Startpoint]:
+        raw = self._call(lambda: self.redis.hgetall(self.key("startpoints")))
+        return {StartpointKey.decode(k): Startpoint.from_json(v) for k, v in raw.items()}
+
+    def clear_startpoints(self, keys: list[StartpointKey] | None = None) -> int:
+        """Delete the given startpoints (all when `keys` is None); returns how many went."""
+        if keys is None:
+            return int(self._call(lambda: self.redis.delete(self.key("startpoints"))))
+        if not keys:
+            return 0
+        return int(self._call(lambda: self.redis.hdel(self.key("startpoints"), *[k.encode() for k in keys])))
+
+    def fan_out_startpoints(
+        self, layout: Layout, now_ms: int | None = None, expiry_ms: int = DEFAULT_EXPIRY_MS
+    ) -> FanOut:
+        """Re-key startpoints by task for a starting generation, atomically (seed 004 step 3)."""
+        key = self.key("startpoints")
+        result: list[FanOut] = []
+
+        def txn(pipe: redis.client.Pipeline) -> None:
+            raw = pipe.hgetall(key)
+            current = {StartpointKey.decode(k): Startpoint.from_json(v) for k, v in raw.items()}
+            out = fan_out(current, layout, now_ms, expiry_ms)
+            pipe.multi()
+            pipe.delete(key)
+            if out.startpoints:
+                pipe.hset(key, mapping={k.encode(): sp.to_json() for k, sp in out.startpoints.items()})
+            result[:] = [out]
+
+        self._call(lambda: self.redis.transaction(txn, key))
+        out = result[0]
+        for k in out.expired:
+            log.warning("startpoint.expired", job=self.job, topic=k.topic, partition=k.partition,
+                        task=k.task, fix="set it again if it is still wanted")
+        for k in out.unknown:
+            log.warning("startpoint.unknown_target", job=self.job, topic=k.topic,
+                        partition=k.partition, task=k.task,
+                        fix="the layout no longer has this task or partition; set it again")
+        return out
+
+    def pin_startpoint(self, key: StartpointKey, original: Startpoint, resolved: Startpoint) -> bool:
+        """Record the offset a startpoint resolved to, unless it changed meanwhile."""
+        field = key.encode()
+
+        def txn(pipe: redis.client.Pipeline) -> bool:
+            if pipe.hget(self.key("startpoints"), field) != original.to_json().encode():
+                return False
+            pipe.multi()
+            pipe.hset(self.key("startpoints"), field, resolved.to_json())
+            return True
+
+        return bool(
+            self._call(
+                lambda: self.redis.transaction(txn, self.key("startpoints"), value_from_callable=True)
+            )
+        )
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _write_generation(self, pipe: redis.client.Pipeline, cp: Checkpoints) -> None:
+        gen = cp.layout.generation
+        pipe.set(self.key("layout", gen), cp.layout.to_json())
+        pipe.delete(self.key("checkpoints", gen))
+        pipe.hset(
+            self.key("checkpoints", gen),
+            mapping={t.name: cp.task_to_json(t.name) for t in cp.layout.virtual_tasks()},
+        )
+
+    def _passed_startpoints(self, progress: Mapping[str, TaskProgress]) -> list[str]:
+        raw = self._call(lambda: self.redis.hgetall(self.key("startpoints")))
+        out: list[str] = []
+        for field, value in raw.items():
+            key = StartpointKey.decode(field)
+            entries = progress.get(key.task) if key.task is not None else None
+            entry = entries.get((key.topic, key.partition)) if entries else None
+            if entry is not None and Startpoint.from_json(value).passed_by(entry.next):
+                out += [field.decode(), value.decode()]
+        return out
+
+    def _fold_startpoints(self, pipe: redis.client.Pipeline, cp: Checkpoints) -> list[bytes]:
+        folded: list[bytes] = []
+        for field, value in pipe.hgetall(self.key("startpoints")).items():
+            key, sp = StartpointKey.decode(field), Startpoint.from_json(value)
+            if key.task is None or not cp.layout.has_task(key.task):
+                continue
+            offset = sp.resolved_offset if sp.resolved_offset is not None else (
+                sp.position if sp.kind == "specific" else None
+            )
+            if offset is not None:
+                cp.apply_startpoint(key.task, key.topic, key.partition, offset)
+                folded.append(field)
+        return folded
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        with self._errors():
+            return fn()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.AuthenticationError as exc:
+            raise StoreUnavailable(
+                f"Redis at {redact(self.url)} refused the credentials ({exc}): put the right "
+                "password in the URL (redis://:PASSWORD@host:port/db)"
+            ) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailable(
+                f"cannot reach Redis at {redact(self.url)} ({exc}): start redis-server or fix "
+                "--redis / AUTOSIZER_REDIS_URL"
+            ) from None
+

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import settings
+
+from tests.servers import RedisServer
+
+# No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
+settings.register_profile("autosizer", deadline=None)
+settings.load_profile("autosizer")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def job() -> str:
+    """A fresh job name per test, so tests share one Redis without sharing keys."""
+    return f"job-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local SparkSession (2 cores), shared by the tests that need one."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("autosizer-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,192 @@
+"""The Redis store against a real redis-server (AOF on): fencing, atomic migration, startpoints."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.startpoints import Startpoint, StartpointKey
+from autosizer.elasticity.store import (
+    LayoutExists,
+    MetadataStore,
+    NoLayout,
+    StaleGeneration,
+    StoreUnavailable,
+)
+from tests.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(redis_server, job) -> MetadataStore:
+    return MetadataStore(redis_server.url, job)
+
+
+def test_layout_and_checkpoints_round_trip(store):
+    layout = Layout(topics={"orders": 4, "clicks": 2}, factor=2)
+    cp = Checkpoints.from_partition_offsets(layout, {("orders", 0): 120, ("clicks", 1): 7})
+    store.init_layout(layout, cp)
+    assert store.current_generation() == 1
+    assert store.layout() == layout
+    assert store.checkpoints().to_json() == cp.to_json()
+
+
+def test_init_refuses_to_overwrite_and_missing_layout_is_explained(store):
+    with pytest.raises(NoLayout, match="autosizer layout init"):
+        store.layout()
+    store.init_layout(Layout(topics={"orders": 1}))
+    with pytest.raises(LayoutExists, match="already has layout generation 1"):
+        store.init_layout(Layout(topics={"orders": 1}))
+
+
+def test_commit_is_fenced_by_generation_and_writes_nothing_when_refused(store):
+    layout = Layout(topics={"orders": 2}, factor=2)
+    store.init_layout(layout)
+    cp = store.checkpoints()
+    cp.advance("Partition_0-0-2", "orders", 0, 10)
+    store.commit(1, {"Partition_0-0-2": cp.progress("Partition_0-0-2")})
+    assert store.checkpoints().position("Partition_0-0-2", "orders", 0) == 10
+
+    store.migrate(1, layout.with_factor(4))
+    cp.advance("Partition_0-0-2", "orders", 0, 50)
+    with pytest.raises(StaleGeneration, match="generation 1 refused: the current generation is 2"):
+        store.commit(1, {"Partition_0-0-2": cp.progress("Partition_0-0-2")})
+    assert store.checkpoints(1).position("Partition_0-0-2", "orders", 0) == 10
+    assert store.checkpoints().position("Partition_0-0-4", "orders", 0) == 10
+    assert store.checkpoints().position("Partition_0-2-4", "orders", 0) == 10
+
+
+def test_migrate_matches_the_model_and_refuses_a_stale_source(store):
+    layout = Layout(topics={"orders": 3}, factor=4)
+    cp = Checkpoints.initial(layout)
+    for i, task in enumerate(layout.virtual_tasks()):
+        for topic, partition in task.partitions:
+            cp.advance(task.name, topic, partition, 10 * i)
+    store.init_layout(layout, cp)
+    new = store.migrate(1, layout.with_factor(1))
+    assert new.to_json() == cp.migrate(layout.with_factor(1)).to_json()
+    assert store.checkpoints().to_json() == new.to_json()
+    with pytest.raises(StaleGeneration, match="migration for layout generation 1 refused"):
+        store.migrate(1, layout.with_factor(8))
+
+
+def test_readers_never_see_half_a_migration(store):
+    layout = Layout(topics={"orders": 8}, factor=1)
+    store.init_layout(layout)
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        reader = MetadataStore(store.url, store.job)
+        while not stop.is_set():
+            cp = reader.checkpoints()
+            names = {t.name for t in cp.layout.virtual_tasks()}
+            if len(names) != 8 * cp.layout.factor:
+                failures.append(f"generation {cp.layout.generation}: {len(names)} tasks")
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for factor in [2, 4, 8, 16, 8, 4, 2, 1] * 3:
+            store.migrate(store.current_generation(), store.layout().with_factor(factor))
+    finally:
+        stop.set()
+        thread.join()
+    assert failures == []
+    assert store.current_generation() == 25
+
+
+def test_old_generations_are_pruned(redis_server, job):
+    store = MetadataStore(redis_server.url, job, keep_generations=3)
+    store.init_layout(Layout(topics={"orders": 1}))
+    for factor in [2, 4, 8, 16]:
+        store.migrate(store.current_generation(), store.layout().with_factor(factor))
+    with pytest.raises(NoLayout):
+        store.layout(2)
+    assert store.layout(3).factor == 4
+
+
+def test_startpoint_is_deleted_only_after_a_commit_passes_it(store):
+    layout = Layout(topics={"orders": 2}, factor=2)
+    store.init_layout(layout)
+    store.set_startpoint(StartpointKey("orders", 0), Startpoint.specific(5, created_ms=1))
+    store.set_startpoint(StartpointKey("orders", 1), Startpoint.specific(9, created_ms=1))
+    fanned = store.fan_out_startpoints(layout, now_ms=2)
+    assert set(fanned.startpoints) == {
+        StartpointKey("orders", p, f"Partition_{p}-{b}-2") for p in (0, 1) for b in (0, 1)
+    }
+    cp = store.checkpoints()
+    for key, sp in store.startpoints().items():
+        pinned = sp.resolve(key.topic, key.partition, resolver=None)  # specific needs no source
+        assert store.pin_startpoint(key, sp, pinned)
+        cp.apply_startpoint(key.task, key.topic, key.partition, pinned.resolved_offset)
+    # Partition 0 had messages: its tasks commit past 5. Partition 1 was idle: they stay at 9.
+    cp.advance("Partition_0-0-2", "orders", 0, 8)
+    cp.advance("Partition_0-1-2", "orders", 0, 8)
+    store.commit(1, {t.name: cp.progress(t.name) for t in layout.virtual_tasks()})
+    assert set(store.startpoints()) == {
+        StartpointKey("orders", 1, "Partition_1-0-2"),
+        StartpointKey("orders", 1, "Partition_1-1-2"),
+    }
+
+
+def test_pinned_startpoints_are_folded_into_checkpoints_by_a_migration(store):
+    layout = Layout(topics={"orders": 1}, factor=2)
+    store.init_layout(layout, Checkpoints.from_partition_offsets(layout, {("orders", 0): 100}))
+    store.set_startpoint(StartpointKey("orders", 0, "Partition_0-1-2"), Startpoint.specific(40))
+    new = store.migrate(1, layout.with_factor(4))
+    assert new.position("Partition_0-1-4", "orders", 0) == 40
+    assert new.position("Partition_0-3-4", "orders", 0) == 40
+    assert new.position("Partition_0-0-4", "orders", 0) == 100
+    assert store.startpoints() == {}
+
+
+def test_set_startpoint_rejects_unknown_targets(store):
+    store.init_layout(Layout(topics={"orders": 2}, factor=2))
+    with pytest.raises(ValueError, match="unknown partition orders\\[7\\]"):
+        store.set_startpoint(StartpointKey("orders", 7), Startpoint.oldest())
+    with pytest.raises(KeyError, match="unknown virtual task 'nope'"):
+        store.set_startpoint(StartpointKey("orders", 0, "nope"), Startpoint.oldest())
+    with pytest.raises(ValueError, match="does not read orders\\[0\\]"):
+        store.set_startpoint(StartpointKey("orders", 0, "Partition_1-0-2"), Startpoint.oldest())
+
+
+def test_auth_url_and_clear_errors(tmp_path, job):
+    server = RedisServer(tmp_path / "auth", password="s3cret").start()
+    try:
+        store = MetadataStore(server.url, job)
+        store.init_layout(Layout(topics={"orders": 1}))
+        assert store.layout().topics == {"orders": 1}
+        wrong = MetadataStore(server.url.replace("s3cret", "nope"), job)
+        with pytest.raises(StoreUnavailable, match="refused the credentials") as err:
+            wrong.layout()
+        assert "nope" not in str(err.value)
+    finally:
+        server.stop()
+    with pytest.raises(StoreUnavailable, match="cannot reach Redis .* start redis-server"):
+        MetadataStore(f"redis://127.0.0.1:{free_port()}/0", job).layout()
+
+
+def test_everything_survives_a_redis_restart(tmp_path, job):
+    server = RedisServer(tmp_path / "durable").start()
+    try:
+        store = MetadataStore(server.url, job)
+        layout = Layout(topics={"orders": 2}, factor=2)
+        store.init_layout(layout)
+        cp = store.checkpoints()
+        cp.advance("Partition_1-1-2", "orders", 1, 33)
+        store.commit(1, {"Partition_1-1-2": cp.progress("Partition_1-1-2")})
+        store.migrate(1, layout.with_factor(1))
+        store.set_startpoint(StartpointKey("orders", 0), Startpoint.timestamp(1_700_000_000_000))
+        before = (store.layout().to_json(), store.checkpoints().to_json(), store.startpoints())
+
+        server.restart()
+
+        after = MetadataStore(server.url, job)
+        assert (after.layout().to_json(), after.checkpoints().to_json(), after.startpoints()) == before
+        assert after.checkpoints(1).position("Partition_1-1-2", "orders", 1) == 33
+    finally:
+        server.stop()

@@ -1,0 +1,68 @@
+"""Real servers for tests, each started as a process on a free loopback port and stopped after."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server with AOF on (fsync always), so a restart finds every acknowledged write."""
+
+    def __init__(self, workdir: Path, password: str | None = None):
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed: run `make setup`")
+        self.workdir, self.password = workdir, password
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.workdir), "--appendonly", "yes", "--appendfsync", "always",
+            "--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log"),
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start: see {self.workdir}/redis.log") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
