@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(BIN)/ruff check autosizer tests benchmarks
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 test-unit: setup
 	$(BIN)/pytest -q tests/unit

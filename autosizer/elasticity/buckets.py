@@ -11,7 +11,7 @@ column by column, so one batch of keys costs a few dozen array operations, not o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,11 +55,7 @@ def key_hashes(keys: Any, offsets: Any) -> np.ndarray:
     offs = np.asarray(offsets, dtype=np.int64)
     if len(offs) != len(array):
         raise ValueError(f"got {len(array)} keys but {len(offs)} offsets: pass one offset per key")
-    out = np.empty(len(array), dtype=np.uint64)
-    for start in range(0, len(array), _CHUNK):
-        stop = min(start + _CHUNK, len(array))
-        out[start:stop] = _hash_chunk(array.slice(start, stop - start), offs[start:stop])
-    return out
+    return _hash_array(array, offs)
 
 
 def _as_binary_array(keys: Any) -> pa.Array:
@@ -76,7 +72,7 @@ def _as_binary_array(keys: Any) -> pa.Array:
     raise TypeError(f"keys must be binary or string, not {keys.type}: cast the key column first")
 
 
-def _hash_chunk(array: pa.Array, offsets: np.ndarray) -> np.ndarray:
+def _hash_array(array: pa.Array, offsets: np.ndarray) -> np.ndarray:
     n = len(array)
     offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
     _, offsets_buf, data_buf = array.buffers()
@@ -86,28 +82,30 @@ def _hash_chunk(array: pa.Array, offsets: np.ndarray) -> np.ndarray:
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     out = np.empty(n, dtype=np.uint64)
 
-    valid = np.ones(n, dtype=bool) if array.null_count == 0 else ~array.is_null().to_numpy(False)
-    if not valid.all():
-        nulls = ~valid
-        out[nulls] = _xxh64_long(offsets[nulls].astype(np.uint64))
+    # words[i] is the 8 bytes starting at byte i (an unaligned, overlapping view): one read
+    # fetches a whole XXH64 lane, so hashing costs one gather per 8 bytes of key, not per byte.
+    # The zero padding lets reads run past the last key; masks discard what they pick up.
+    padded = np.zeros(len(data) + 40, dtype=np.uint8)
+    padded[: len(data)] = data
+    words = np.ndarray((len(data) + 33,), dtype="<u8", buffer=padded, strides=(1,))
 
-    rows = np.flatnonzero(valid)
-    if len(rows) == 0:
+    if n and array.null_count == 0 and lengths.min() == lengths.max() and _contiguous(starts, int(lengths[0])):
+        # Every key has one length and they sit back to back: strided views, no gather at all.
+        length, base = int(lengths[0]), int(starts[0])
+        for lo in range(0, n, _CHUNK):
+            count = min(_CHUNK, n - lo)
+            first = base + lo * length
+            out[lo : lo + count] = _xxh64(
+                count, length, lambda pos, f=first, c=count, k=length: words[f + pos :: k or 1][:c]
+            )
         return out
-    row_lengths = lengths[rows]
-    first, last = int(row_lengths.min()), int(row_lengths.max())
-    if first == last and len(rows) == n and _contiguous(starts, first):
-        base = int(starts[0])
-        out[:] = _xxh64_rows(data[base : base + n * first].reshape(n, first))
-        return out
-    order = np.argsort(row_lengths, kind="stable")
-    sorted_lengths = row_lengths[order]
-    bounds = np.flatnonzero(np.diff(sorted_lengths)) + 1
-    for group in np.split(order, bounds):
-        length = int(row_lengths[group[0]])
-        members = rows[group]
-        gather = starts[members][:, None] + np.arange(length, dtype=np.int64)
-        out[members] = _xxh64_rows(data[gather] if length else np.zeros((len(members), 0), np.uint8))
+    # Otherwise hash in input order (memory order), masking each step by key length. Null keys
+    # have length 0 here and are overwritten with the hash of their offset.
+    for lo in range(0, n, _CHUNK):
+        out[lo : lo + _CHUNK] = _xxh64_varying(starts[lo : lo + _CHUNK], lengths[lo : lo + _CHUNK], words)
+    if array.null_count:
+        nulls = array.is_null().to_numpy(zero_copy_only=False)
+        out[nulls] = _xxh64_long(offsets[nulls].astype(np.uint64))
     return out
 
 
@@ -146,12 +144,69 @@ def _xxh64_long(values: np.ndarray) -> np.ndarray:
         return _avalanche(h)
 
 
-def _xxh64_rows(rows: np.ndarray) -> np.ndarray:
-    """XXH64 of every row of an (n, L) uint8 matrix: all keys of one length at once."""
-    n, length = rows.shape
+def _xxh64_varying(starts: np.ndarray, lengths: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """XXH64 of keys of any lengths, in input order: every step runs on all keys, masked."""
+    n = len(starts)
+    ulen = lengths.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = np.full(n, np.uint64(SEED) + _P5, dtype=np.uint64)
+        longs = np.flatnonzero(lengths >= 32)
+        if len(longs):
+            h[longs] = _stripes(starts[longs], lengths[longs], words)
+        h = h + ulen
+        consumed = (lengths // 32) * 32
+        for j in range(3):  # at most three 8-byte lanes remain after the 32-byte stripes
+            pos = consumed + 8 * j
+            active = pos + 8 <= lengths
+            if not active.any():
+                break
+            mixed = _rotl(h ^ _round(np.zeros(n, dtype=np.uint64), words[starts + pos]), 27) * _P1 + _P4
+            h = np.where(active, mixed, h)
+        pos = (lengths // 8) * 8
+        rest = lengths - pos
+        tail = words[starts + pos]
+        active = rest >= 4
+        if active.any():
+            mixed = _rotl(h ^ ((tail & np.uint64(0xFFFFFFFF)) * _P1), 23) * _P2 + _P3
+            h = np.where(active, mixed, h)
+            tail = np.where(active, tail >> np.uint64(32), tail)
+            rest = rest - 4 * active
+        for b in range(3):
+            active = rest > b
+            if not active.any():
+                break
+            mixed = _rotl(h ^ ((tail & np.uint64(0xFF)) * _P5), 11) * _P1
+            h = np.where(active, mixed, h)
+            tail = tail >> np.uint64(8)
+        return _avalanche(h)
+
+
+def _stripes(starts: np.ndarray, lengths: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """The 32-byte-stripe phase of XXH64 for keys of 32 bytes or more (before `+ length`)."""
+    n = len(starts)
+    seed = np.uint64(SEED)
+    v1 = np.full(n, seed + _P1 + _P2, dtype=np.uint64)
+    v2 = np.full(n, seed + _P2, dtype=np.uint64)
+    v3 = np.full(n, seed, dtype=np.uint64)
+    v4 = np.full(n, seed - _P1, dtype=np.uint64)
+    stripes = lengths // 32
+    for k in range(int(stripes.max())):
+        active = stripes > k
+        base = starts + 32 * k
+        v1 = np.where(active, _round(v1, words[base]), v1)
+        v2 = np.where(active, _round(v2, words[base + 8]), v2)
+        v3 = np.where(active, _round(v3, words[base + 16]), v3)
+        v4 = np.where(active, _round(v4, words[base + 24]), v4)
+    h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+    for v in (v1, v2, v3, v4):
+        h = _merge_round(h, v)
+    return h
+
+
+def _xxh64(n: int, length: int, word_at: Callable[[int], np.ndarray]) -> np.ndarray:
+    """XXH64 of n keys of one length; `word_at(i)` gives each key's 8 bytes from byte i."""
     seed = np.uint64(SEED)
     n_lanes = length // 8
-    lanes = np.ascontiguousarray(rows[:, : n_lanes * 8]).view("<u8") if n_lanes else None
     lane = 0
     with np.errstate(over="ignore"):
         if length >= 32:
@@ -160,10 +215,10 @@ def _xxh64_rows(rows: np.ndarray) -> np.ndarray:
             v3 = np.full(n, seed, dtype=np.uint64)
             v4 = np.full(n, seed - _P1, dtype=np.uint64)
             while lane + 4 <= (length // 32) * 4:
-                v1 = _round(v1, lanes[:, lane])
-                v2 = _round(v2, lanes[:, lane + 1])
-                v3 = _round(v3, lanes[:, lane + 2])
-                v4 = _round(v4, lanes[:, lane + 3])
+                v1 = _round(v1, word_at(8 * lane))
+                v2 = _round(v2, word_at(8 * lane + 8))
+                v3 = _round(v3, word_at(8 * lane + 16))
+                v4 = _round(v4, word_at(8 * lane + 24))
                 lane += 4
             h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
             for v in (v1, v2, v3, v4):
@@ -172,17 +227,20 @@ def _xxh64_rows(rows: np.ndarray) -> np.ndarray:
             h = np.full(n, seed + _P5, dtype=np.uint64)
         h = h + np.uint64(length)
         while lane < n_lanes:
-            h = h ^ _round(np.zeros(n, dtype=np.uint64), lanes[:, lane])
+            h = h ^ _round(np.zeros(n, dtype=np.uint64), word_at(8 * lane))
             h = _rotl(h, 27) * _P1 + _P4
             lane += 1
         pos = n_lanes * 8
-        if length - pos >= 4:
-            word = np.ascontiguousarray(rows[:, pos : pos + 4]).view("<u4")[:, 0].astype(np.uint64)
-            h = h ^ (word * _P1)
-            h = _rotl(h, 23) * _P2 + _P3
-            pos += 4
-        while pos < length:
-            h = h ^ (rows[:, pos].astype(np.uint64) * _P5)
-            h = _rotl(h, 11) * _P1
-            pos += 1
+        if pos < length:
+            tail = word_at(pos)  # the last 1..7 bytes, read once
+            if length - pos >= 4:
+                h = h ^ ((tail & np.uint64(0xFFFFFFFF)) * _P1)
+                h = _rotl(h, 23) * _P2 + _P3
+                tail = tail >> np.uint64(32)
+                pos += 4
+            while pos < length:
+                h = h ^ ((tail & np.uint64(0xFF)) * _P5)
+                h = _rotl(h, 11) * _P1
+                tail = tail >> np.uint64(8)
+                pos += 1
         return _avalanche(h)

@@ -1,0 +1,259 @@
+"""The `autosizer` command line: layouts, checkpoints and startpoints of a job in Redis.
+
+Every failure is one line on stderr naming the problem and the fix, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+from autosizer.controller.logging import configure_logging
+from autosizer.controller.table import format_table
+from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.startpoints import Startpoint, StartpointKey
+from autosizer.elasticity.store import MetadataStore, StoreError
+
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
+
+class UsageError(Exception):
+    """Bad input on the command line; the message says what to type instead."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(level="warning")
+    if not hasattr(args, "run"):
+        build_parser().print_help()
+        return 2
+    try:
+        args.run(args)
+    except (StoreError, UsageError, ValueError) as exc:
+        return _fail(str(exc))
+    except KeyError as exc:
+        return _fail(str(exc.args[0]) if exc.args else "not found")
+    return 0
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"autosizer: error: {message}\n")
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--redis",
+        default=os.environ.get("AUTOSIZER_REDIS_URL", DEFAULT_REDIS),
+        help="Redis URL (redis:// or rediss://, password in the URL); env AUTOSIZER_REDIS_URL",
+    )
+    common.add_argument(
+        "--job", default=os.environ.get("AUTOSIZER_JOB"), help="job name; env AUTOSIZER_JOB"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    parser = _Parser(prog="autosizer", description="Autosizing controller for PySpark streaming jobs.")
+    groups = parser.add_subparsers(title="commands", parser_class=_Parser)
+
+    layout = groups.add_parser("layout", help="the job's layout").add_subparsers(parser_class=_Parser)
+    init = layout.add_parser("init", parents=[common], help="publish a job's first layout")
+    init.add_argument("--topic", action="append", required=True, metavar="NAME=PARTITIONS",
+                      help="an input topic and its partition count; repeat for more topics")
+    init.add_argument("--factor", type=_int("--factor"), default=1, help="elasticity factor (power of two)")
+    init.add_argument("--grouper", default="partition", help="partition, topic-partition or fixed")
+    init.add_argument("--offset", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
+                      help="adopt a plain per-partition position of a job that ran without virtual tasks")
+    init.set_defaults(run=_layout_init)
+    show = layout.add_parser("show", parents=[common], help="the current layout and its virtual tasks")
+    show.add_argument("--generation", type=_int("--generation"))
+    show.set_defaults(run=_layout_show)
+
+    checkpoints = groups.add_parser("checkpoints", help="virtual tasks' progress").add_subparsers(parser_class=_Parser)
+    cshow = checkpoints.add_parser("show", parents=[common], help="progress per task and partition")
+    cshow.add_argument("--generation", type=_int("--generation"))
+    cshow.set_defaults(run=_checkpoints_show)
+
+    startpoint = groups.add_parser("startpoint", help="operator start positions").add_subparsers(parser_class=_Parser)
+    sset = startpoint.add_parser("set", parents=[common], help="request a start position")
+    _target(sset, required=True)
+    where = sset.add_mutually_exclusive_group(required=True)
+    where.add_argument("--offset", type=_int("--offset"))
+    where.add_argument("--timestamp", help="epoch milliseconds or ISO 8601 (2026-11-22T10:00:00Z)")
+    where.add_argument("--oldest", action="store_true")
+    where.add_argument("--upcoming", action="store_true")
+    sset.set_defaults(run=_startpoint_set)
+    slist = startpoint.add_parser("list", parents=[common], help="pending startpoints")
+    slist.set_defaults(run=_startpoint_list)
+    sclear = startpoint.add_parser("clear", parents=[common], help="delete startpoints")
+    _target(sclear, required=False)
+    sclear.add_argument("--all", action="store_true", help="delete every startpoint of the job")
+    sclear.set_defaults(run=_startpoint_clear)
+    return parser
+
+
+def _target(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("--topic", required=required)
+    parser.add_argument("--partition", type=_int("--partition"), required=required)
+    parser.add_argument("--task", help="only this virtual task (default: every task reading the partition)")
+
+
+def _int(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number, not {text!r}") from None
+
+    return parse
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def _store(args: argparse.Namespace) -> MetadataStore:
+    if not args.job:
+        raise UsageError("no job given: pass --job NAME or set AUTOSIZER_JOB")
+    return MetadataStore(args.redis, args.job)
+
+
+def _layout_init(args: argparse.Namespace) -> None:
+    topics: dict[str, int] = {}
+    for spec in args.topic:
+        name, _, count = spec.partition("=")
+        if not name or not count.isdigit():
+            raise UsageError(f"--topic {spec!r} is not NAME=PARTITIONS, e.g. --topic orders=4")
+        topics[name] = int(count)
+    layout = Layout(topics=topics, factor=args.factor, grouper=args.grouper)
+    offsets: dict[tuple[str, int], int] = {}
+    for spec in args.offset:
+        try:
+            where, value = spec.split("=")
+            topic, partition = where.rsplit(":", 1)
+            offsets[(topic, int(partition))] = int(value)
+        except ValueError:
+            raise UsageError(f"--offset {spec!r} is not TOPIC:PARTITION=OFFSET, e.g. orders:0=120") from None
+    unknown = set(offsets) - set(layout.partitions())
+    if unknown:
+        topic, partition = sorted(unknown)[0]
+        raise UsageError(f"--offset names {topic}[{partition}], which the layout does not have")
+    cp = Checkpoints.from_partition_offsets(layout, offsets) if offsets else None
+    store = _store(args)
+    store.init_layout(layout, cp)
+    _print_layout(args, store.layout())
+
+
+def _layout_show(args: argparse.Namespace) -> None:
+    _print_layout(args, _store(args).layout(args.generation))
+
+
+def _print_layout(args: argparse.Namespace, layout: Layout) -> None:
+    if args.json:
+        print(layout.to_json())
+        return
+    topics = ", ".join(f"{t}={n}" for t, n in sorted(layout.topics.items()))
+    print(f"job {args.job}  generation {layout.generation}  factor {layout.factor}  "
+          f"grouper {layout.grouper}  topics {topics}  tasks {len(layout.virtual_tasks())}")
+    rows = [
+        {"task": t.name, "bucket": t.bucket,
+         "partitions": " ".join(f"{tp}[{p}]" for tp, p in sorted(t.partitions))}
+        for t in layout.virtual_tasks()
+    ]
+    print(format_table(rows, ["task", "bucket", "partitions"]))
+
+
+def _checkpoints_show(args: argparse.Namespace) -> None:
+    cp = _store(args).checkpoints(args.generation)
+    if args.json:
+        print(cp.to_json())
+        return
+    starts = cp.start_offsets()
+    blocked = cp.blocked_partitions()
+    print(f"job {args.job}  generation {cp.layout.generation}  factor {cp.layout.factor}")
+    print(format_table(
+        [{"partition": f"{t}[{p}]", "start": s, "blocked": "yes" if (t, p) in blocked else ""}
+         for (t, p), s in sorted(starts.items())],
+        ["partition", "start", "blocked"],
+    ))
+    print()
+    rows: list[dict[str, Any]] = []
+    for task in cp.layout.virtual_tasks():
+        for (topic, partition), progress in sorted(cp.progress(task.name).items()):
+            marks = progress.to_dict().get("marks")
+            rows.append({
+                "task": task.name, "partition": f"{topic}[{partition}]", "next": progress.next,
+                "marks": None if not marks else f"mod {progress.modulus}: {json.dumps(marks)}",
+            })
+    print(format_table(rows, ["task", "partition", "next", "marks"]))
+
+
+def _startpoint_set(args: argparse.Namespace) -> None:
+    if args.offset is not None:
+        sp = Startpoint.specific(args.offset)
+    elif args.timestamp is not None:
+        sp = Startpoint.timestamp(parse_timestamp(args.timestamp))
+    elif args.oldest:
+        sp = Startpoint.oldest()
+    else:
+        sp = Startpoint.upcoming()
+    key = StartpointKey(args.topic, args.partition, args.task)
+    _store(args).set_startpoint(key, sp)
+    _print_startpoints(args, {key: sp})
+
+
+def _startpoint_list(args: argparse.Namespace) -> None:
+    _print_startpoints(args, _store(args).startpoints())
+
+
+def _startpoint_clear(args: argparse.Namespace) -> None:
+    store = _store(args)
+    if args.all:
+        count = store.clear_startpoints()
+    elif args.topic is None or args.partition is None:
+        raise UsageError("say which startpoint: --topic T --partition P [--task NAME], or --all")
+    else:
+        count = store.clear_startpoints([StartpointKey(args.topic, args.partition, args.task)])
+    print(json.dumps({"cleared": count}) if args.json else f"cleared {count} startpoint(s)")
+
+
+def _print_startpoints(args: argparse.Namespace, startpoints: dict[StartpointKey, Startpoint]) -> None:
+    rows = [
+        {"topic": k.topic, "partition": k.partition, "task": k.task or "(all tasks)",
+         "position": sp.describe(), "resolved": sp.resolved_offset,
+         "created": datetime.fromtimestamp(sp.created_ms / 1000).astimezone().isoformat(timespec="seconds")}
+        for k, sp in sorted(startpoints.items())
+    ]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(format_table(rows, ["topic", "partition", "task", "position", "resolved", "created"]))
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds from digits or an ISO 8601 time with a zone."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"malformed timestamp {text!r}: give epoch milliseconds or ISO 8601 like 2026-11-22T10:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise UsageError(f"timestamp {text!r} has no time zone: add Z or +HH:MM")
+    return int(moment.timestamp() * 1000)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

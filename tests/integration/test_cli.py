@@ -1,0 +1,91 @@
+"""The `autosizer` console script, run as a process against a real Redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import free_port
+
+pytestmark = pytest.mark.integration
+AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
+
+
+@pytest.fixture
+def cli(redis_server, job):
+    def run(*args: str, redis: str | None = None) -> subprocess.CompletedProcess:
+        cmd = [AUTOSIZER, *args, "--redis", redis or redis_server.url, "--job", job]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    return run
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
+def test_layout_init_and_show(cli):
+    result = cli("layout", "init", "--topic", "orders=2", "--topic", "clicks=2", "--factor", "2",
+                 "--offset", "orders:0=120")
+    assert result.returncode == 0, result.stderr
+    assert "generation 1  factor 2" in result.stdout
+    assert "Partition_1-1-2" in result.stdout
+    shown = json.loads(cli("layout", "show", "--json").stdout)
+    assert shown["factor"] == 2 and shown["topics"] == {"orders": 2, "clicks": 2}
+    table = cli("checkpoints", "show").stdout
+    assert "orders[0]  120" in table
+    data = json.loads(cli("checkpoints", "show", "--json").stdout)
+    assert {e["next"] for e in data["tasks"]["Partition_0-1-2"]} == {120, None}
+
+
+def test_startpoint_set_list_clear(cli):
+    cli("layout", "init", "--topic", "orders=2", "--factor", "2")
+    assert cli("startpoint", "set", "--topic", "orders", "--partition", "0", "--offset", "5").returncode == 0
+    assert cli("startpoint", "set", "--topic", "orders", "--partition", "1", "--task", "Partition_1-0-2",
+               "--timestamp", "2026-11-22T10:00:00Z").returncode == 0
+    listed = json.loads(cli("startpoint", "list", "--json").stdout)
+    assert [(r["partition"], r["task"], r["position"]) for r in listed] == [
+        (0, "(all tasks)", "offset 5"),
+        (1, "Partition_1-0-2", "timestamp 1795341600000 ms"),
+    ]
+    assert "timestamp 1795341600000 ms" in cli("startpoint", "list").stdout
+    assert cli("startpoint", "clear", "--topic", "orders", "--partition", "0").stdout.strip() == "cleared 1 startpoint(s)"
+    assert cli("startpoint", "clear", "--all").stdout.strip() == "cleared 1 startpoint(s)"
+    assert json.loads(cli("startpoint", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("layout", "init", "--topic", "orders=2", "--factor", "3"), "power of two from 1 to 1024"),
+        (("layout", "init", "--topic", "orders"), "is not NAME=PARTITIONS"),
+        (("layout", "init", "--topic", "orders=2", "--factor", "x"), "--factor takes a whole number"),
+        (("layout", "show"), "autosizer layout init"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_2(cli, args, needle):
+    assert needle in one_line_error(cli(*args))
+
+
+def test_bad_startpoints_are_one_line_with_exit_2(cli):
+    cli("layout", "init", "--topic", "orders=2", "--factor", "2")
+    err = one_line_error(cli("startpoint", "set", "--topic", "orders", "--partition", "0",
+                             "--task", "Partition_9-0-2", "--oldest"))
+    assert "unknown virtual task 'Partition_9-0-2'" in err
+    err = one_line_error(cli("startpoint", "set", "--topic", "orders", "--partition", "0",
+                             "--timestamp", "yesterday"))
+    assert "malformed timestamp 'yesterday'" in err
+    err = one_line_error(cli("startpoint", "set", "--topic", "orders", "--partition", "5", "--oldest"))
+    assert "unknown partition orders[5]" in err
+
+
+def test_redis_unreachable_is_one_line_with_exit_2(cli):
+    err = one_line_error(cli("layout", "show", redis=f"redis://127.0.0.1:{free_port()}/0"))
+    assert "cannot reach Redis" in err and "start redis-server" in err
