@@ -20,16 +20,18 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server with AOF on (fsync always), so a restart finds every acknowledged write."""
 
-    def __init__(self, workdir: Path, password: str | None = None):
+    def __init__(self, workdir: Path, password: str | None = None, tls: bool = False):
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed: run `make setup`")
-        self.workdir, self.password = workdir, password
+        self.workdir, self.password, self.tls = workdir, password, tls
         self.port = free_port()
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.workdir / 'cert.pem'}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
@@ -41,6 +43,12 @@ class RedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
+        if self.tls:
+            self._make_certificate()
+            cert, key = str(self.workdir / "cert.pem"), str(self.workdir / "key.pem")
+            args[1:3] = ["--port", "0", "--tls-port", str(self.port)]
+            args += ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
+                     "--tls-auth-clients", "no"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 20
@@ -52,6 +60,17 @@ class RedisServer:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"redis-server did not start: see {self.workdir}/redis.log") from None
                 time.sleep(0.05)
+
+    def _make_certificate(self) -> None:
+        """A self-signed certificate for 127.0.0.1, which the client trusts as its CA."""
+        if (self.workdir / "cert.pem").exists():
+            return
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-keyout", str(self.workdir / "key.pem"), "-out", str(self.workdir / "cert.pem"),
+             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True,
+        )
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

@@ -190,3 +190,18 @@ def test_everything_survives_a_redis_restart(tmp_path, job):
         assert after.checkpoints(1).position("Partition_1-1-2", "orders", 1) == 33
     finally:
         server.stop()
+
+
+def test_rediss_url_with_auth(tmp_path, job):
+    server = RedisServer(tmp_path / "tls", password="s3cret", tls=True).start()
+    try:
+        assert server.url.startswith("rediss://")
+        store = MetadataStore(server.url, job)
+        layout = Layout(topics={"orders": 2}, factor=2)
+        store.init_layout(layout)
+        assert store.layout() == layout
+        plain = MetadataStore(server.url.replace("rediss://", "redis://").split("?")[0], job)
+        with pytest.raises(StoreUnavailable):
+            plain.layout()
+    finally:
+        server.stop()
