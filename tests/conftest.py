@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 
 import pytest
 from hypothesis import settings
 
-from tests.servers import RedisServer
+from tests.servers import RedisServer, TansuBroker
 
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
@@ -30,6 +32,9 @@ def spark():
     """A real local SparkSession (2 cores), shared by the tests that need one."""
     from pyspark.sql import SparkSession
 
+    # Python workers must run this interpreter (the venv's), not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("autosizer-tests")
@@ -39,3 +44,11 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def broker():
+    """A fresh in-memory broker per test: topics and offsets never leak between tests."""
+    server = TansuBroker().start()
+    yield server
+    server.stop()

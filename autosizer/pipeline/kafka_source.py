@@ -1,0 +1,281 @@
+"""`autosizer-kafka`: a Kafka source on PySpark's Python Data Source API, over confluent-kafka.
+
+Offsets are per partition (`{"<topic>/<partition>": next_offset}`). The starting offsets come
+from the job's checkpoints in Redis, not from Spark's own checkpoint, so every query run of a new
+layout generation starts where the virtual tasks left off. Partitions listed in `holdPartitions`
+(expansion children behind a barrier) are never advanced during a run. Partitions that appear at
+run time are read from their beginning.
+
+Options:
+  kafka.bootstrap.servers  required
+  subscribe                comma-separated topics
+  startingOffsets          JSON {"topic/partition": offset}; other partitions use `defaultOffsets`
+  defaultOffsets           earliest (default) or latest, for partitions without a starting offset
+  holdPartitions           JSON list of "topic/partition" never to advance in this run
+  maxRecordsPerBatch       admission control: at most this many records per micro-batch
+  kafka.retries            metadata attempts before the query fails (default 5)
+  kafka.timeoutMs          per attempt (default 5000)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from pyspark.sql.datasource import (
+    CaseInsensitiveDict,
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+)
+ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+class KafkaUnavailable(RuntimeError):
+    """The broker did not answer within the configured retries; nothing was committed."""
+
+
+def offset_key(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+def parse_offset_key(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition("/")
+    return topic, int(partition)
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    """One Kafka partition's offsets [start, end) in one micro-batch: one Spark input partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaDataSource(DataSource):
+    """Registered as `spark.readStream.format("autosizer-kafka")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "autosizer-kafka"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(self.options)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]):
+        options = CaseInsensitiveDict(options)  # Spark hands options over lower-cased
+        if "kafka.bootstrap.servers" not in options:
+            raise ValueError("autosizer-kafka needs option kafka.bootstrap.servers (host:port,...)")
+        if not options.get("subscribe"):
+            raise ValueError("autosizer-kafka needs option subscribe (comma-separated topics)")
+        self.bootstrap = options["kafka.bootstrap.servers"]
+        self.topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
+        self.starting = {k: int(v) for k, v in json.loads(options.get("startingOffsets") or "{}").items()}
+        self.default = options.get("defaultOffsets", "earliest")
+        if self.default not in ("earliest", "latest"):
+            raise ValueError(f"defaultOffsets must be earliest or latest, not {self.default!r}")
+        self.held = set(json.loads(options.get("holdPartitions") or "[]"))
+        self.max_records = int(options["maxRecordsPerBatch"]) if options.get("maxRecordsPerBatch") else None
+        self.retries = int(options.get("kafka.retries", "5"))
+        self.timeout_s = int(options.get("kafka.timeoutMs", "5000")) / 1000
+        self._consumer: Any = None
+
+    # --- offsets (run on the driver side) ------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        offsets = {}
+        for topic, partition in self._partitions():
+            key = offset_key(topic, partition)
+            if key in self.starting:
+                offsets[key] = self.starting[key]
+            else:
+                low, high = self._watermarks(topic, partition)
+                offsets[key] = low if self.default == "earliest" else high
+        return offsets
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records) if self.max_records else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        ends: dict[str, int] = {}
+        for topic, partition in self._partitions():
+            key = offset_key(topic, partition)
+            begin = start.get(key, 0)  # a partition that appeared at run time starts at 0
+            ends[key] = begin if key in self.held else max(begin, self._watermarks(topic, partition)[1])
+        if isinstance(limit, ReadMaxRows):
+            ends = _admit(start, ends, limit.max_rows)
+        return ends
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        ranges = []
+        for key, stop in sorted(end.items()):
+            begin = start.get(key, 0)
+            if stop > begin:
+                topic, partition = parse_offset_key(key)
+                ranges.append(KafkaRange(topic, partition, begin, stop))
+        return ranges
+
+    def commit(self, end: dict) -> None:
+        """Nothing: progress is committed per virtual task to Redis by the pipeline."""
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # --- reading (runs on executors) -----------------------------------------------------------
+
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(self.bootstrap, partition, self.timeout_s * self.retries)
+
+    # --- metadata ------------------------------------------------------------------------------
+
+    def _metadata_consumer(self) -> Any:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {"bootstrap.servers": self.bootstrap, "group.id": "autosizer-metadata",
+                 "enable.auto.commit": False, "log_level": 0}
+            )
+        return self._consumer
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        metadata = self._retry("list topics", lambda: self._metadata_consumer().list_topics(timeout=self.timeout_s))
+        out = []
+        for topic in self.topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None:
+                raise ValueError(
+                    f"unknown topic {topic!r} on {self.bootstrap}: create it, or fix the subscribe option"
+                )
+            out += [(topic, p) for p in sorted(found.partitions)]
+        return out
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return self._retry(
+            f"watermarks of {topic}[{partition}]",
+            lambda: self._metadata_consumer().get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.timeout_s, cached=False
+            ),
+        )
+
+    def _retry(self, what: str, call: Any) -> Any:
+        last: Exception | None = None
+        for attempt in range(self.retries):
+            try:
+                result = call()
+                if result is not None:
+                    return result
+            except KafkaException as exc:
+                last = exc
+            time.sleep(min(0.2 * 2**attempt, 2.0))
+        raise KafkaUnavailable(
+            f"Kafka at {self.bootstrap} did not answer {what} after {self.retries} attempts "
+            f"({last}): start the broker or fix kafka.bootstrap.servers; nothing was committed"
+        )
+
+
+def _admit(start: dict, ends: dict[str, int], max_rows: int) -> dict[str, int]:
+    """Cap a batch at `max_rows` records, shared fairly so no partition starves."""
+    backlog = {k: ends[k] - start.get(k, 0) for k in ends}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return ends
+    admitted, remaining = dict.fromkeys(ends, 0), max_rows
+    pending = sorted((k for k in backlog if backlog[k] > 0), key=lambda k: backlog[k])
+    while pending and remaining > 0:
+        share = max(1, remaining // len(pending))
+        key = pending.pop(0)
+        take = min(backlog[key], share, remaining)
+        admitted[key], remaining = take, remaining - take
+    return {k: start.get(k, 0) + admitted[k] for k in ends}
+
+
+def read_range(bootstrap: str, r: KafkaRange, timeout_s: float, batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """The records of one partition in [start, end), as Arrow batches, or an error if the broker
+    cannot deliver all of them (a short read would lose messages)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "autosizer-reader", "enable.auto.commit": False,
+         "enable.partition.eof": False, "fetch.max.bytes": 52428800, "log_level": 0}
+    )
+    try:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+        columns: dict[str, list] = {name: [] for name in ARROW_SCHEMA.names}
+        next_offset, deadline = r.start, time.monotonic() + timeout_s
+        while next_offset < r.end:
+            messages = consumer.consume(min(10_000, r.end - next_offset), timeout=0.5)
+            if not messages:
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailable(
+                        f"{r.topic}[{r.partition}]: read stopped at offset {next_offset} of "
+                        f"[{r.start}, {r.end}) after {timeout_s:.0f}s: check the broker at {bootstrap}"
+                    )
+                continue
+            deadline = time.monotonic() + timeout_s
+            for m in messages:
+                if m.error() is not None:
+                    raise KafkaUnavailable(f"{r.topic}[{r.partition}]: {m.error()}")
+                offset = m.offset()
+                if offset < next_offset:
+                    continue
+                if offset >= r.end:
+                    next_offset = r.end
+                    break
+                columns["key"].append(m.key())
+                columns["value"].append(m.value())
+                columns["offset"].append(offset)
+                columns["timestamp"].append(m.timestamp()[1] * 1000)
+                next_offset = offset + 1
+            if len(columns["offset"]) >= batch_rows:
+                yield _batch(columns, r)
+                columns = {name: [] for name in ARROW_SCHEMA.names}
+        if columns["offset"]:
+            yield _batch(columns, r)
+    finally:
+        consumer.close()
+
+
+def _batch(columns: dict[str, list], r: KafkaRange) -> pa.RecordBatch:
+    n = len(columns["offset"])
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(columns["key"], pa.binary()),
+            pa.array(columns["value"], pa.binary()),
+            pa.array([r.topic] * n, pa.string()),
+            pa.array([r.partition] * n, pa.int32()),
+            pa.array(columns["offset"], pa.int64()),
+            pa.array(columns["timestamp"], pa.timestamp("us", tz="UTC")),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def register(spark: Any) -> None:
+    """Make `spark.readStream.format("autosizer-kafka")` available in this session."""
+    spark.dataSource.register(KafkaDataSource)
