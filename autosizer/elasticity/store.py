@@ -46,8 +46,11 @@ local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
   return redis.error_reply('STALE ' .. tostring(current))
 end
-local n = tonumber(ARGV[2])
-local i = 3
+if ARGV[2] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[2])
+end
+local n = tonumber(ARGV[3])
+local i = 4
 for _ = 1, n do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   i = i + 2
@@ -180,16 +183,21 @@ class MetadataStore:
             layout, {name.decode(): value for name, value in raw.items()}
         )
 
-    def commit(self, generation: int, progress: Mapping[str, TaskProgress]) -> None:
+    def commit(
+        self, generation: int, progress: Mapping[str, TaskProgress], batch: int | None = None
+    ) -> None:
         """Write tasks' progress atomically, fenced by generation; drop startpoints it passed.
 
-        Raises StaleGeneration, with nothing written, when `generation` is not current.
+        `batch` numbers the pipeline's committed micro-batches per generation, so an exactly-once
+        sink can tell a committed batch from a retried one. Raises StaleGeneration, with nothing
+        written, when `generation` is not current.
         """
-        args: list[Any] = [generation, len(progress)]
+        args: list[Any] = [generation, "" if batch is None else batch, len(progress)]
         for task, entries in progress.items():
             args += [task, encode_task_progress(entries)]
         args += self._passed_startpoints(progress)
-        keys = [self._current_key, self.key("checkpoints", generation), self.key("startpoints")]
+        keys = [self._current_key, self.key("checkpoints", generation), self.key("startpoints"),
+                self.key("batch", generation)]
         try:
             self._call(lambda: self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
@@ -199,6 +207,11 @@ class MetadataStore:
             stale = StaleGeneration(generation, int(current) if current.isdigit() else None)
             log.error("commit.refused", job=self.job, generation=generation, current=stale.current)
             raise stale from None
+
+    def committed_batch(self, generation: int) -> int:
+        """The number of the last micro-batch committed under `generation` (0: none yet)."""
+        raw = self._call(lambda: self.redis.get(self.key("batch", generation)))
+        return 0 if raw is None else int(raw)
 
     def migrate(self, old_generation: int, new_layout: Layout) -> Checkpoints:
         """Move every checkpoint to `new_layout` and make it current, in one transaction.
@@ -227,7 +240,9 @@ class MetadataStore:
             pipe.set(self._current_key, new_layout.generation)
             # Generations move up one at a time, so dropping one per migration keeps the last few.
             stale = new_layout.generation - self.keep_generations
-            pipe.delete(self.key("layout", stale), self.key("checkpoints", stale))
+            pipe.delete(
+                self.key("layout", stale), self.key("checkpoints", stale), self.key("batch", stale)
+            )
             result[:] = [new]
 
         self._call(

@@ -13,6 +13,9 @@ Options:
   defaultOffsets           earliest (default) or latest, for partitions without a starting offset
   holdPartitions           JSON list of "topic/partition" never to advance in this run
   maxRecordsPerBatch       admission control: at most this many records per micro-batch
+  slots                    JSON list of lists of "topic/partition": the partitions each Spark task
+                           reads together (all virtual tasks of a partition group in one slot);
+                           partitions in no slot get a Spark task each
   kafka.retries            metadata attempts before the query fails (default 5)
   kafka.timeoutMs          per attempt (default 5000)
 """
@@ -65,13 +68,20 @@ def parse_offset_key(key: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True)
-class KafkaRange(InputPartition):
-    """One Kafka partition's offsets [start, end) in one micro-batch: one Spark input partition."""
+class KafkaRange:
+    """One Kafka partition's offsets [start, end) in one micro-batch."""
 
     topic: str
     partition: int
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class KafkaSlot(InputPartition):
+    """The ranges one Spark task reads: one slot of the pipeline."""
+
+    ranges: tuple[KafkaRange, ...]
 
 
 class KafkaDataSource(DataSource):
@@ -102,6 +112,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self.default not in ("earliest", "latest"):
             raise ValueError(f"defaultOffsets must be earliest or latest, not {self.default!r}")
         self.held = set(json.loads(options.get("holdPartitions") or "[]"))
+        self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
         self.max_records = int(options["maxRecordsPerBatch"]) if options.get("maxRecordsPerBatch") else None
         self.retries = int(options.get("kafka.retries", "5"))
         self.timeout_s = int(options.get("kafka.timeoutMs", "5000")) / 1000
@@ -133,14 +144,20 @@ class KafkaStreamReader(DataSourceStreamReader):
             ends = _admit(start, ends, limit.max_rows)
         return ends
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
-        ranges = []
+    def partitions(self, start: dict, end: dict) -> list[KafkaSlot]:
+        ranges: dict[str, KafkaRange] = {}
         for key, stop in sorted(end.items()):
             begin = start.get(key, 0)
             if stop > begin:
                 topic, partition = parse_offset_key(key)
-                ranges.append(KafkaRange(topic, partition, begin, stop))
-        return ranges
+                ranges[key] = KafkaRange(topic, partition, begin, stop)
+        slots = []
+        for members in self.slots:
+            chosen = tuple(ranges.pop(k) for k in members if k in ranges)
+            if chosen:
+                slots.append(KafkaSlot(chosen))
+        slots += [KafkaSlot((r,)) for r in ranges.values()]
+        return slots
 
     def commit(self, end: dict) -> None:
         """Nothing: progress is committed per virtual task to Redis by the pipeline."""
@@ -152,8 +169,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     # --- reading (runs on executors) -----------------------------------------------------------
 
-    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.bootstrap, partition, self.timeout_s * self.retries)
+    def read(self, partition: KafkaSlot) -> Iterator[pa.RecordBatch]:
+        for r in partition.ranges:
+            yield from read_range(self.bootstrap, r, self.timeout_s * self.retries)
 
     # --- metadata ------------------------------------------------------------------------------
 

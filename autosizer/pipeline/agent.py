@@ -1,0 +1,324 @@
+"""The control agent in the Spark driver: runs the query of the current layout generation.
+
+Per micro-batch (`foreachBatch`): hash every record with the Spark expression equal to
+`key_bucket`, run each slot's virtual tasks on threads (`run_slot`, inside `mapInArrow`, one Spark
+task per slot), write outputs to the sink, then commit every touched task's progress in one
+commit fenced by the generation, then finalize the sink and publish per-partition positions to a
+Kafka consumer group so standard lag tools see real lag.
+
+Between batches it obeys the control channel: `drain` stops the query once no batch is in flight
+(stopping a query inside foreachBatch has crashed Spark with a StackOverflowError) and reports
+`stopped@<g>`; `start` starts the query of the now-current generation in the same SparkSession.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import structlog
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+
+from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.startpoints import Startpoint
+from autosizer.elasticity.store import MetadataStore, StaleGeneration
+from autosizer.pipeline.bucketing import key_hash_column
+from autosizer.pipeline.control import ControlChannel
+from autosizer.pipeline.kafka_source import offset_key, register
+from autosizer.pipeline.sinks import Sink
+from autosizer.pipeline.slots import ProcessFn, TaskProgress, run_slot
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_SCHEMA = pa.schema(
+    [
+        ("task", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("next_offset", pa.int64()), ("records", pa.int64()), ("outputs", pa.int64()),
+        ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
+        ("histogram", pa.list_(pa.int64())),
+    ]
+)
+
+
+PROGRESS_DDL = (
+    "task string, topic string, partition int, next_offset long, records long, outputs long, "
+    "process_ns long, wall_ns long, slot int, histogram array<long>"
+)
+
+
+class PipelineFailed(RuntimeError):
+    """The query stopped with an error; the agent reported `failed` with this message."""
+
+
+@dataclass
+class PipelineConfig:
+    job: str
+    redis_url: str
+    bootstrap: str
+    trigger_seconds: float = 1.0
+    max_records_per_batch: int | None = None
+    parallelism: int | None = None  # slots per batch; default: Spark's default parallelism
+    default_offsets: str = "earliest"
+    consumer_group: str | None = None  # default: the job name
+    spark_options: dict[str, str] = field(default_factory=dict)
+
+
+class KafkaOffsets:
+    """Resolves startpoints and source defaults to offsets (the elasticity OffsetResolver)."""
+
+    def __init__(self, bootstrap: str):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "autosizer-offsets",
+                                  "enable.auto.commit": False, "log_level": 0})
+
+    def oldest_offset(self, topic: str, partition: int) -> int:
+        return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
+
+    def upcoming_offset(self, topic: str, partition: int) -> int:
+        return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+
+    def offset_for_timestamp(self, topic: str, partition: int, epoch_ms: int) -> int:
+        found = self.consumer.offsets_for_times([TopicPartition(topic, partition, epoch_ms)], timeout=10)[0]
+        return found.offset if found.offset >= 0 else self.upcoming_offset(topic, partition)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class PipelineAgent:
+    """Runs one job's pipeline in this driver and obeys the controller."""
+
+    def __init__(self, spark: SparkSession, config: PipelineConfig, process: ProcessFn, sink: Sink,
+                 on_batch: Callable[[PipelineAgent, list[TaskProgress]], None] | None = None):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        self.spark, self.config, self.process, self.sink = spark, config, process, sink
+        self.store = MetadataStore(config.redis_url, config.job)
+        self.control = ControlChannel(self.store)
+        self.on_batch = on_batch
+        self.layout: Layout | None = None
+        self.checkpoints: Checkpoints | None = None
+        self.query: Any = None
+        self.draining = False
+        self._lock = threading.Lock()  # orders "draining" against a batch starting
+        self._busy = False
+        self.failure: BaseException | None = None
+        self.batches = 0
+        self._group = Consumer({"bootstrap.servers": config.bootstrap,
+                                "group.id": config.consumer_group or config.job,
+                                "enable.auto.commit": False, "log_level": 0})
+        register(spark)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None, start: bool = True, poll_s: float = 0.1) -> None:
+        """Run until `stop` is set or the query fails (PipelineFailed). Starts the current
+        generation at once unless `start` is False (then it waits for a start request)."""
+        stop = stop or threading.Event()
+        self.sink.recover(self.store.committed_batch)
+        if start:
+            self.start_query()
+        else:
+            self.control.report("stopped@0")
+        try:
+            while not stop.is_set():
+                self._obey()
+                self._check_query()
+                self._heartbeat()
+                stop.wait(poll_s)
+        finally:
+            if self.query is not None and self.query.isActive:
+                self._stop_when_idle()
+
+    def _obey(self) -> None:
+        pending = self.control.pending()
+        if pending is None:
+            return
+        request_id, action = pending
+        if action == "drain":
+            self.drain()
+        elif action == "start":
+            self.start_query()
+        self.control.done(request_id)
+
+    def _heartbeat(self) -> None:
+        gen = self.layout.generation if self.layout else 0
+        if self.failure is not None:
+            state = "failed"
+        elif self.query is not None and self.query.isActive:
+            state = f"draining@{gen}" if self.draining else f"running@{gen}"
+        else:
+            state = f"stopped@{gen}"
+        self.control.report(state, generation=gen, batches=self.batches,
+                            error=None if self.failure is None else str(self.failure))
+
+    def _check_query(self) -> None:
+        if self.query is None or self.query.isActive:
+            return
+        if self.failure is None:
+            error = self.query.exception()
+            if error is None:
+                return  # stopped by a drain
+            self.failure = PipelineFailed(str(error).splitlines()[0])
+        self._heartbeat()
+        log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
+        raise PipelineFailed(str(self.failure))
+
+    # --- start and drain -----------------------------------------------------------------------
+
+    def start_query(self) -> None:
+        if self.query is not None and self.query.isActive:
+            return
+        self.failure = None
+        self.draining = False
+        layout = self.store.layout()
+        cp = self.store.checkpoints(layout.generation)
+        resolver = KafkaOffsets(self.config.bootstrap)
+        try:
+            self._apply_startpoints(layout, cp, resolver)
+            defaults = {tp: (resolver.oldest_offset(*tp) if self.config.default_offsets == "earliest"
+                             else resolver.upcoming_offset(*tp))
+                        for tp, start in cp.start_offsets().items() if start is None}
+            cp.resolve_defaults(defaults)
+        finally:
+            resolver.close()
+        self.layout, self.checkpoints = layout, cp
+        starts = cp.start_offsets()
+        held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())
+        reader = (
+            self.spark.readStream.format("autosizer-kafka")
+            .option("kafka.bootstrap.servers", self.config.bootstrap)
+            .option("subscribe", ",".join(sorted(layout.topics)))
+            .option("startingOffsets", json.dumps({offset_key(*tp): o for tp, o in starts.items()}))
+            .option("holdPartitions", json.dumps(held))
+            .option("slots", json.dumps(self._slots(layout)))
+            .option("defaultOffsets", "earliest")
+        )
+        if self.config.max_records_per_batch:
+            reader = reader.option("maxRecordsPerBatch", str(self.config.max_records_per_batch))
+        self.query = (
+            reader.load().writeStream.foreachBatch(self._on_batch)
+            .trigger(processingTime=f"{int(self.config.trigger_seconds * 1000)} milliseconds")
+            .option("checkpointLocation", tempfile.mkdtemp(prefix="autosizer-spark-"))
+            .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
+            .start()
+        )
+        log.info("pipeline.started", job=self.config.job, generation=layout.generation,
+                 factor=layout.factor, held=held)
+        self._heartbeat()
+
+    def drain(self) -> None:
+        """Stop once the in-flight batch has committed; report stopped@<generation>."""
+        if self.query is None or not self.query.isActive:
+            self._heartbeat()
+            return
+        self.draining = True
+        self._heartbeat()
+        self._stop_when_idle()
+        log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation)
+        self._heartbeat()
+
+    def _stop_when_idle(self) -> None:
+        with self._lock:
+            self.draining = True  # any batch that starts from now on returns without processing
+        while self._busy or self.query.status.get("isTriggerActive", False):
+            time.sleep(0.02)
+        self.query.stop()
+
+    def _apply_startpoints(self, layout: Layout, cp: Checkpoints, resolver: KafkaOffsets) -> None:
+        fanned = self.store.fan_out_startpoints(layout)
+        for key, startpoint in fanned.startpoints.items():
+            pinned: Startpoint = startpoint.resolve(key.topic, key.partition, resolver)
+            if pinned is not startpoint:
+                self.store.pin_startpoint(key, startpoint, pinned)
+            cp.apply_startpoint(key.task, key.topic, key.partition, pinned.resolved_offset)
+            log.info("startpoint.applied", job=self.config.job, topic=key.topic,
+                     partition=key.partition, task=key.task, offset=pinned.resolved_offset)
+
+    def _slots(self, layout: Layout) -> list[list[str]]:
+        """Partition groups bin-packed into at most `parallelism` slots: every virtual task of a
+        group lands in one slot, so a partition is read once and fanned out locally."""
+        groups = sorted({t.partitions for t in layout.virtual_tasks()}, key=lambda g: sorted(g))
+        count = self.config.parallelism or self.spark.sparkContext.defaultParallelism
+        slots: list[list[str]] = [[] for _ in range(max(1, min(count, len(groups))))]
+        for i, group in enumerate(groups):
+            slots[i % len(slots)] += [offset_key(*tp) for tp in sorted(group)]
+        return slots
+
+    # --- one micro-batch -----------------------------------------------------------------------
+
+    def _on_batch(self, df: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            if self.draining or self.failure is not None:
+                return
+            self._busy = True
+        try:
+            self._process_batch(df)
+        except StaleGeneration as exc:
+            self.failure = exc
+            raise
+        finally:
+            self._busy = False
+
+    def _process_batch(self, df: DataFrame) -> None:
+        layout, cp, sink, process = self.layout, self.checkpoints, self.sink, self.process
+        assert layout is not None and cp is not None
+        generation = layout.generation
+        batch = self.store.committed_batch(generation) + 1
+        sink.prepare(generation, batch)
+
+        def slot(batches):
+            from pyspark import TaskContext
+
+            slot_id = TaskContext.get().partitionId()
+            batches = list(batches)
+            if not batches:
+                return
+            table = pa.Table.from_batches(batches)
+            result = run_slot(table, cp, process)
+            sink.write(generation, batch, slot_id, result.outputs)
+            yield pa.RecordBatch.from_pylist(
+                [{"task": p.task, "topic": p.topic, "partition": p.partition,
+                  "next_offset": p.next_offset, "records": p.records, "outputs": p.outputs,
+                  "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
+                  "histogram": list(p.histogram)} for p in result.progress],
+                schema=PROGRESS_SCHEMA,
+            )
+
+        rows = df.withColumn("h", key_hash_column()).mapInArrow(slot, PROGRESS_DDL).collect()
+        if not rows:
+            return
+        touched: set[str] = set()
+        progress: list[TaskProgress] = []
+        for row in rows:
+            cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
+            touched.add(row["task"])
+            progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
+                                         row["next_offset"], row["records"], row["outputs"],
+                                         row["process_ns"], None, tuple(row["histogram"] or ())))
+        self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
+        sink.finalize(generation, batch)
+        self.batches += 1
+        self._publish_group_offsets(cp)
+        if self.on_batch is not None:
+            self.on_batch(self, progress)
+
+    def _publish_group_offsets(self, cp: Checkpoints) -> None:
+        """Per partition, the lowest next offset of its virtual tasks, committed to the job's
+        consumer group: Burrow, kafka-exporter and KEDA then see the real lag."""
+        offsets = [TopicPartition(t, p, o) for (t, p), o in cp.start_offsets().items() if o is not None]
+        if offsets:
+            try:
+                self._group.commit(offsets=offsets, asynchronous=False)
+            except Exception as exc:  # lag reporting must never fail a committed batch
+                log.warning("consumer_group.commit_failed", job=self.config.job, error=str(exc))
+
+    def close(self) -> None:
+        self._group.close()

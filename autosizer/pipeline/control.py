@@ -1,0 +1,67 @@
+"""The control channel between the controller's actuator and the pipeline's agent, in Redis.
+
+The actuator asks (`drain`, `start`); the agent obeys and reports its state with a heartbeat:
+`running@<g>`, `draining@<g>`, `stopped@<g>` or `failed`. Requests carry an id so one is never
+obeyed twice.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from autosizer.elasticity.store import MetadataStore
+
+ACTIONS = ("drain", "start")
+
+
+class ControlChannel:
+    def __init__(self, store: MetadataStore):
+        self.store = store
+        self.redis = store.redis
+        self._request = store.key("control", "request")
+        self._done = store.key("control", "done")
+        self._agent = store.key("agent")
+
+    # --- the controller's side -----------------------------------------------------------------
+
+    def request(self, action: str) -> str:
+        if action not in ACTIONS:
+            raise ValueError(f"unknown control action {action!r}: use one of {', '.join(ACTIONS)}")
+        request_id = uuid.uuid4().hex
+        self.redis.hset(self._request, mapping={"id": request_id, "action": action,
+                                                "at_ms": int(time.time() * 1000)})
+        return request_id
+
+    def status(self) -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in self.redis.hgetall(self._agent).items()}
+
+    def wait_for(self, state: str, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """True once the agent reports `state` (e.g. "stopped@3") within the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.status().get("state") == state:
+                return True
+            time.sleep(poll_s)
+        return False
+
+    # --- the agent's side ----------------------------------------------------------------------
+
+    def pending(self) -> tuple[str, str] | None:
+        """The request not yet obeyed, as (id, action)."""
+        raw = self.redis.hgetall(self._request)
+        if not raw:
+            return None
+        request_id = raw[b"id"].decode()
+        if self.redis.get(self._done) == raw[b"id"]:
+            return None
+        return request_id, raw[b"action"].decode()
+
+    def done(self, request_id: str) -> None:
+        self.redis.set(self._done, request_id)
+
+    def report(self, state: str, **fields: Any) -> None:
+        mapping = {"state": state, "heartbeat_ms": int(time.time() * 1000)}
+        mapping.update({k: "" if v is None else str(v) for k, v in fields.items()})
+        self.redis.hset(self._agent, mapping=mapping)

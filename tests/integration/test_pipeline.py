@@ -1,0 +1,144 @@
+"""The pipeline end to end: real Tansu broker, real Redis, Spark local."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+from autosizer.pipeline.agent import PipelineAgent, PipelineConfig, PipelineFailed
+from autosizer.pipeline.control import ControlChannel
+from autosizer.pipeline.sinks import FileSink, read_committed
+
+pytestmark = pytest.mark.integration
+KEYS = 40
+
+
+def echo(record):
+    """Output = the input's identity, so the sink shows what was processed, in which order."""
+    return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
+
+
+class Producer(threading.Thread):
+    """Writes until stopped: key i % KEYS with a per-key sequence, partitioned by key."""
+
+    def __init__(self, broker, topic: str, partitions: int, per_second: float):
+        super().__init__(daemon=True)
+        self.broker, self.topic, self.partitions = broker, topic, partitions
+        self.pause = 1.0 / per_second
+        self.stopped = threading.Event()
+        self.total = 0
+
+    def run(self) -> None:
+        producer = self.broker.producer()
+        i = 0
+        while not self.stopped.is_set():
+            key = i % KEYS
+            producer.produce(self.topic, key=b"key-%d" % key, value=b"%d" % (i // KEYS),
+                             partition=key % self.partitions)
+            producer.poll(0)
+            i += 1
+            time.sleep(self.pause)
+        producer.flush(30)
+        self.total = i
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def check_exactly_once_in_key_order(table, total: int) -> None:
+    values = [v.decode().split(":") for v in table.column("value").to_pylist()]
+    keys = table.column("key").to_pylist()
+    ids = [(int(p), int(o)) for p, o, _ in values]
+    assert len(ids) == len(set(ids)), "a message was output twice"
+    assert len(ids) == total, f"{total - len(ids)} messages missing"
+    last: dict[bytes, int] = {}
+    for key, (_, _, seq) in zip(keys, values, strict=True):
+        assert last.get(key, -1) < int(seq), f"{key!r} out of order"
+        last[key] = int(seq)
+
+
+@pytest.fixture
+def pipeline(spark, broker, redis_server, job, tmp_path):
+    def make(partitions: int, factor: int, **config):
+        broker.create_topic("orders", partitions)
+        store = MetadataStore(redis_server.url, job)
+        store.init_layout(Layout(topics={"orders": partitions}, factor=factor))
+        sink = FileSink(tmp_path / "out")
+        cfg = PipelineConfig(job=job, redis_url=redis_server.url, bootstrap=broker.bootstrap,
+                             trigger_seconds=0.3, **config)
+        agent = PipelineAgent(spark, cfg, echo, sink)
+        return store, agent, sink
+
+    return make
+
+
+def run_in_thread(agent):
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target():
+        try:
+            agent.run(stop)
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return stop, thread, errors
+
+
+def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
+    store, agent, sink = pipeline(partitions=4, factor=1)
+    control = ControlChannel(store)
+    producer = Producer(broker, "orders", 4, per_second=200)
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        producer.start()
+        for factor in (4, 2, 8):
+            generation = store.current_generation()
+            wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit")
+            control.request("drain")
+            assert control.wait_for(f"stopped@{generation}", 60), control.status()
+            store.migrate(generation, store.layout().with_factor(factor))
+            control.request("start")
+            assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+        wait_until(lambda: store.committed_batch(4) >= 2, 60, "generation 4 to commit")
+        producer.stopped.set()
+        producer.join(60)
+        total = producer.total
+        wait_until(lambda: read_committed(sink.path).num_rows >= total, 120, "all messages")
+        assert store.layout().factor == 8
+        assert not errors
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    check_exactly_once_in_key_order(read_committed(sink.path), total)
+    group = store.checkpoints().start_offsets()
+    assert sum(group.values()) == total
+
+
+def test_stale_generation_commit_stops_the_agent_with_a_clear_error(pipeline, broker):
+    store, agent, _ = pipeline(partitions=2, factor=2)
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"0") for i in range(20)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: agent.batches >= 1, 60, "a first batch")
+        store.migrate(1, store.layout().with_factor(4))  # behind the agent's back: no drain
+        broker.produce("orders", [(i % 2, b"k%d" % i, b"1") for i in range(20)])
+        thread.join(60)
+    finally:
+        stop.set()
+        agent.close()
+    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
+    assert "generation 1 refused: the current generation is 2" in str(errors[0])
+    assert ControlChannel(store).status()["state"] == "failed"
