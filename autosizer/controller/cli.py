@@ -26,6 +26,10 @@ class UsageError(Exception):
     """Bad input on the command line; the message says what to type instead."""
 
 
+class RuntimeFailure(Exception):
+    """Something failed while running (not bad input): exit code 1."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
@@ -40,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args.run(args)
+    except RuntimeFailure as exc:
+        _fail(str(exc))
+        return 1
     except (StoreError, UsageError, ValueError) as exc:
         return _fail(str(exc))
     except KeyError as exc:
@@ -100,7 +107,23 @@ def build_parser() -> argparse.ArgumentParser:
     _target(sclear, required=False)
     sclear.add_argument("--all", action="store_true", help="delete every startpoint of the job")
     sclear.set_defaults(run=_startpoint_clear)
+    pipeline = groups.add_parser("pipeline", help="the Spark side").add_subparsers(parser_class=_Parser)
+    prun = pipeline.add_parser("run", parents=[common], help="run a per-record function, autosized")
+    from autosizer.pipeline.cli import add_arguments
+
+    add_arguments(prun)
+    prun.set_defaults(run=_pipeline_run)
     return parser
+
+
+def _pipeline_run(args: argparse.Namespace) -> None:
+    from autosizer.pipeline.agent import PipelineFailed
+    from autosizer.pipeline.cli import run
+
+    try:
+        run(args)
+    except PipelineFailed as exc:
+        raise RuntimeFailure(f"pipeline failed: {exc}") from None
 
 
 def _target(parser: argparse.ArgumentParser, required: bool) -> None:

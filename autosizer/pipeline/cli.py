@@ -1,0 +1,100 @@
+"""`autosizer pipeline run`: run a user's per-record function as an autosized Spark pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
+
+
+class AppError(ValueError):
+    """The --app or --sink argument is unusable; the message says what to pass instead."""
+
+
+def load_app(spec: str) -> Any:
+    """`package.module:function`, imported from the working directory like `python -m`."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise AppError(f"--app {spec!r} is not package.module:function, e.g. examples.enrich:enrich")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AppError(f"--app: cannot import {module_name!r} ({exc}): run from the directory that holds it") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise AppError(f"--app: {module_name!r} has no function {attr!r}")
+    # Ship the app's code with the task, so executors need not have the module on their path.
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    return fn
+
+
+def make_sink(spec: str, bootstrap: str) -> Sink:
+    kind, _, target = spec.partition(":")
+    if kind == "file" and target:
+        return FileSink(target)
+    if kind == "kafka" and target:
+        return KafkaSink(bootstrap, target)
+    raise AppError(f"--sink {spec!r}: use file:/path/to/dir (exactly once) or kafka:TOPIC")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app", required=True, help="package.module:function called per record")
+    parser.add_argument("--bootstrap", default=os.environ.get("AUTOSIZER_BOOTSTRAP"),
+                        help="Kafka bootstrap servers; env AUTOSIZER_BOOTSTRAP")
+    parser.add_argument("--sink", required=True, help="file:/dir (exactly once) or kafka:TOPIC")
+    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"),
+                        help="Spark master (default local[*]; spark://host:7077 for standalone)")
+    parser.add_argument("--trigger", type=float, default=1.0, help="seconds between micro-batches")
+    parser.add_argument("--max-records", type=int, help="admission control: records per batch")
+    parser.add_argument("--parallelism", type=int, help="slots per batch (default: Spark's)")
+    parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
+                        help="where partitions without a checkpoint start")
+    parser.add_argument("--wait-for-start", action="store_true",
+                        help="do not start until the controller sends a start request")
+
+
+def run(args: argparse.Namespace) -> None:
+    if not args.bootstrap:
+        raise AppError("no broker given: pass --bootstrap HOST:PORT or set AUTOSIZER_BOOTSTRAP")
+    if not args.job:
+        raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    process = load_app(args.app)
+    sink = make_sink(args.sink, args.bootstrap)
+
+    from pyspark.sql import SparkSession
+
+    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
+
+    spark = (
+        SparkSession.builder.master(args.master).appName(f"autosizer-{args.job}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    config = PipelineConfig(
+        job=args.job, redis_url=args.redis, bootstrap=args.bootstrap, trigger_seconds=args.trigger,
+        max_records_per_batch=args.max_records, parallelism=args.parallelism,
+        default_offsets=args.default_offsets,
+    )
+    agent = PipelineAgent(spark, config, process, sink)
+    stop = threading.Event()
+    # SIGTERM drains: the in-flight batch commits, then the query stops.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        agent.run(stop, start=not args.wait_for_start)
+    finally:
+        agent.close()
+        spark.stop()

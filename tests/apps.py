@@ -1,0 +1,11 @@
+"""Per-record functions the tests run through `autosizer pipeline run`."""
+
+from __future__ import annotations
+
+import time
+
+
+def echo(record):
+    """Output the input's identity so the sink shows what was processed and in which order."""
+    time.sleep(0.001)
+    return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
