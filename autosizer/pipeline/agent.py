@@ -31,9 +31,11 @@ from pyspark.sql import DataFrame, SparkSession
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration
+from autosizer.embedded import free_port
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.kafka_source import offset_key, register
+from autosizer.pipeline.metrics import PipelineMetrics, serve
 from autosizer.pipeline.sinks import Sink
 from autosizer.pipeline.slots import ProcessFn, TaskProgress, run_slot
 
@@ -69,6 +71,9 @@ class PipelineConfig:
     parallelism: int | None = None  # slots per batch; default: Spark's default parallelism
     default_offsets: str = "earliest"
     consumer_group: str | None = None  # default: the job name
+    metrics_port: int | None = None  # serve /metrics here (0: pick a free port)
+    metrics_address: str = "127.0.0.1"
+    lag_probe_seconds: float = 1.0
     spark_options: dict[str, str] = field(default_factory=dict)
 
 
@@ -84,6 +89,14 @@ class KafkaOffsets:
 
     def upcoming_offset(self, topic: str, partition: int) -> int:
         return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+
+    def timestamp_at(self, topic: str, partition: int, offset: int) -> int | None:
+        """The timestamp (ms) of the record at `offset`, or None if it cannot be read now."""
+        self.consumer.assign([TopicPartition(topic, partition, offset)])
+        for message in self.consumer.consume(1, timeout=1.0):
+            if message.error() is None and message.offset() == offset:
+                return message.timestamp()[1]
+        return None
 
     def offset_for_timestamp(self, topic: str, partition: int, epoch_ms: int) -> int:
         found = self.consumer.offsets_for_times([TopicPartition(topic, partition, epoch_ms)], timeout=10)[0]
@@ -115,6 +128,13 @@ class PipelineAgent:
                                 "group.id": config.consumer_group or config.job,
                                 "enable.auto.commit": False, "log_level": 0})
         register(spark)
+        self.metrics = PipelineMetrics(config.job)
+        self.metrics_port: int | None = None
+        if config.metrics_port is not None:
+            self.metrics_port = config.metrics_port or free_port()
+            serve(self.metrics, self.metrics_port, config.metrics_address)
+        self._lag_probe: KafkaOffsets | None = None
+        self._next_probe = 0.0
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -132,6 +152,7 @@ class PipelineAgent:
                 self._obey()
                 self._check_query()
                 self._heartbeat()
+                self._probe_lag()
                 stop.wait(poll_s)
         finally:
             if self.query is not None and self.query.isActive:
@@ -170,6 +191,30 @@ class PipelineAgent:
         self._heartbeat()
         log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
         raise PipelineFailed(str(self.failure))
+
+    def _probe_lag(self) -> None:
+        """High watermarks, and the age of each partition's oldest unprocessed record."""
+        if self.layout is None or time.monotonic() < self._next_probe:
+            return
+        self._next_probe = time.monotonic() + self.config.lag_probe_seconds
+        probe = self._lag_probe = self._lag_probe or KafkaOffsets(self.config.bootstrap)
+        try:
+            marks = {tp: probe.upcoming_offset(*tp) for tp in self.layout.partitions()}
+            lag = self.metrics.partition_lag() if self.metrics.positions else {}
+            lowest = self.checkpoints.start_offsets() if self.checkpoints else {}
+            now = time.time() * 1000
+            ages: dict[tuple[str, int], float] = {}
+            for tp, hw in marks.items():
+                start = lowest.get(tp)
+                if lag.get(tp, 0) == 0 or start is None or start >= hw:
+                    ages[tp] = 0.0
+                    continue
+                stamp = probe.timestamp_at(*tp, start)
+                if stamp is not None:
+                    ages[tp] = max(0.0, (now - stamp) / 1000)
+            self.metrics.observe_lag(marks, ages)
+        except Exception as exc:  # a slow broker must not stop the agent; lag just goes stale
+            log.warning("lag_probe.failed", job=self.config.job, error=str(exc))
 
     # --- start and drain -----------------------------------------------------------------------
 
@@ -210,6 +255,7 @@ class PipelineAgent:
             .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
             .start()
         )
+        self.metrics.started(layout)
         log.info("pipeline.started", job=self.config.job, generation=layout.generation,
                  factor=layout.factor, held=held)
         self._heartbeat()
@@ -271,6 +317,7 @@ class PipelineAgent:
         layout, cp, sink, process = self.layout, self.checkpoints, self.sink, self.process
         assert layout is not None and cp is not None
         generation = layout.generation
+        began = time.perf_counter()
         batch = self.store.committed_batch(generation) + 1
         sink.prepare(generation, batch)
 
@@ -297,7 +344,9 @@ class PipelineAgent:
             return
         touched: set[str] = set()
         progress: list[TaskProgress] = []
+        wall_ns: dict[str, int] = {}
         for row in rows:
+            wall_ns[row["task"]] = row["wall_ns"]
             cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
@@ -307,6 +356,9 @@ class PipelineAgent:
         sink.finalize(generation, batch)
         self.batches += 1
         self._publish_group_offsets(cp)
+        positions = {(t.name, tp, p): cp.position(t.name, tp, p)
+                     for t in layout.virtual_tasks() for tp, p in t.partitions}
+        self.metrics.observe_batch(progress, wall_ns, positions, time.perf_counter() - began)
         if self.on_batch is not None:
             self.on_batch(self, progress)
 
@@ -322,3 +374,5 @@ class PipelineAgent:
 
     def close(self) -> None:
         self._group.close()
+        if self._lag_probe is not None:
+            self._lag_probe.close()

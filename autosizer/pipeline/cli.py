@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallelism", type=int, help="slots per batch (default: Spark's)")
     parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
                         help="where partitions without a checkpoint start")
+    parser.add_argument("--metrics-port", type=int, default=9108,
+                        help="serve Prometheus /metrics on this port (default 9108; 0: any free port)")
+    parser.add_argument("--metrics-address", default="127.0.0.1", help="address for /metrics")
     parser.add_argument("--wait-for-start", action="store_true",
                         help="do not start until the controller sends a start request")
 
@@ -86,7 +89,8 @@ def run(args: argparse.Namespace) -> None:
     config = PipelineConfig(
         job=args.job, redis_url=args.redis, bootstrap=args.bootstrap, trigger_seconds=args.trigger,
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
-        default_offsets=args.default_offsets,
+        default_offsets=args.default_offsets, metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
     )
     agent = PipelineAgent(spark, config, process, sink)
     stop = threading.Event()

@@ -171,3 +171,57 @@ def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker
     assert offsets == list(range(20, 35))
     assert set(store.startpoints()) == {StartpointKey("orders", 1, f"Partition_1-{b}-2") for b in (0, 1)}
     assert not errors
+
+
+def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker, job):
+    import urllib.request
+
+    from confluent_kafka import Consumer, TopicPartition
+    from prometheus_client.parser import text_string_to_metric_families
+
+    store, agent, sink = pipeline(partitions=2, factor=2, metrics_port=0, lag_probe_seconds=0.2)
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(200)])
+    stop, thread, errors = run_in_thread(agent)
+
+    def scrape() -> dict[str, list]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics_port}/metrics", timeout=5).read()
+        samples: dict[str, list] = {}
+        for family in text_string_to_metric_families(text.decode()):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append(sample)
+        return samples
+
+    def value(samples, name, **labels) -> float:
+        return sum(s.value for s in samples.get(name, []) if all(s.labels.get(k) == v for k, v in labels.items()))
+
+    try:
+        wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "every message")
+        before = scrape()
+        assert value(before, "autosizer_pipeline_factor") == 2
+        assert value(before, "autosizer_pipeline_generation") == 1
+        assert value(before, "autosizer_pipeline_records_in_total") == 200
+        assert value(before, "autosizer_pipeline_records_out_total") == 200
+        assert value(before, "autosizer_pipeline_process_seconds_count") == 200
+        assert len(before["autosizer_pipeline_busy_ratio"]) == 4
+        wait_until(lambda: len(scrape().get("autosizer_pipeline_lag_records", [])) == 2, 30, "the lag probe")
+        samples = scrape()
+        assert value(samples, "autosizer_pipeline_lag_records") == 0
+        assert {s.labels["task"] for s in samples["autosizer_pipeline_task_lag_records"]} == {
+            "Partition_0-0-2", "Partition_0-1-2", "Partition_1-0-2", "Partition_1-1-2"}
+        # Load arrives while the job is stopped: the lag shows in records and in seconds.
+        control = ControlChannel(store)
+        control.request("drain")
+        assert control.wait_for("stopped@1", 60)
+        broker.produce("orders", [(0, b"late", b"x") for _ in range(30)])
+        time.sleep(1.5)
+        wait_until(lambda: value(scrape(), "autosizer_pipeline_lag_records", partition="0") == 30, 30, "lag of 30")
+        wait_until(lambda: value(scrape(), "autosizer_pipeline_lag_seconds", partition="0") >= 1.0, 30, "lag age")
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": job, "log_level": 0})
+    committed = group.committed([TopicPartition("orders", p) for p in (0, 1)], timeout=10)
+    group.close()
+    assert [tp.offset for tp in committed] == [100, 100]
+    assert not errors
