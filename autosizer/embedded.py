@@ -6,6 +6,7 @@ the same processes everywhere. Each one is stopped by `stop()` (or a `with` bloc
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -162,3 +163,60 @@ class EmbeddedBroker(_Process):
             producer.produce(topic, key=key, value=value, partition=partition)
             producer.poll(0)
         producer.flush(30)
+
+
+class EmbeddedSparkCluster(_Process):
+    """A standalone Spark cluster (one master, one worker) from the pyspark package itself."""
+
+    def __init__(self, cores: int = 2, memory: str = "2g", workdir: str | Path | None = None):
+        import pyspark
+
+        self.spark_home = str(Path(pyspark.__file__).parent)
+        self.port = free_port()
+        self.cores, self.memory = cores, memory
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-spark-"))
+        self.worker: subprocess.Popen | None = None
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _spark_class(self, *args: str, log: str) -> subprocess.Popen:
+        env = {**os.environ, "SPARK_HOME": self.spark_home, "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_WORKER_DIR": str(self.workdir / "work")}
+        return subprocess.Popen(
+            [str(Path(self.spark_home) / "bin" / "spark-class"), *args],
+            env=env, stdout=(self.workdir / log).open("w"), stderr=subprocess.STDOUT,
+        )
+
+    def start(self) -> EmbeddedSparkCluster:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.process = self._spark_class(
+            "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            "--port", str(self.port), "--webui-port", "0", log="master.log")
+        self._wait_for("master.log", "Starting Spark master")
+        self.worker = self._spark_class(
+            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+            "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0",
+            self.master_url, log="worker.log")
+        self._wait_for("worker.log", "Successfully registered with master")
+        return self
+
+    def _wait_for(self, log: str, line: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        path = self.workdir / log
+        while time.monotonic() < deadline:
+            if path.exists() and line in path.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"Spark standalone did not start: see {path}")
+
+    def stop(self) -> None:
+        for proc in (self.worker, self.process):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.worker = self.process = None

@@ -59,3 +59,32 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
         except subprocess.TimeoutExpired:
             second.kill()
     check_exactly_once_in_key_order(read_committed(out), total)
+
+
+def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, broker, job, tmp_path):
+    from autosizer.embedded import EmbeddedSparkCluster
+
+    broker.create_topic("orders", 2)
+    total = 400
+    broker.produce("orders", [((i % 40) % 2, b"key-%d" % (i % 40), b"%d" % (i // 40)) for i in range(total)])
+    MetadataStore(redis_server.url, job).init_layout(Layout(topics={"orders": 2}, factor=4))
+    out = tmp_path / "out"
+    with EmbeddedSparkCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        proc = subprocess.Popen(
+            [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo", "--job", job,
+             "--redis", redis_server.url, "--bootstrap", broker.bootstrap, "--sink", f"file:{out}",
+             "--master", cluster.master_url, "--trigger", "0.5", "--metrics-port", "0"],
+            cwd=ROOT, env=env, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until(lambda: read_committed(out).num_rows >= total, 240, "every message")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        app_logs = list((tmp_path / "spark" / "work").glob("app-*"))
+    assert app_logs, "the driver did not run its executors on the standalone worker"
+    check_exactly_once_in_key_order(read_committed(out), total)
