@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-unit test-integration lint demo bench clean
+.PHONY: setup test test-unit test-integration lint demo walkthrough bench clean
 
 setup: $(STAMP)
 	@bash scripts/setup-system.sh
@@ -27,6 +27,9 @@ test-integration: setup
 	$(BIN)/pytest -q tests/integration
 
 demo: setup
+	$(BIN)/python examples/quickstart.py
+
+walkthrough: setup
 	$(BIN)/python examples/elasticity_walkthrough.py
 
 bench: setup
