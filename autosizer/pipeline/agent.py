@@ -13,6 +13,7 @@ Between batches it obeys the control channel: `drain` stops the query once no ba
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +77,18 @@ class PipelineConfig:
     metrics_address: str = "127.0.0.1"
     lag_probe_seconds: float = 1.0
     spark_options: dict[str, str] = field(default_factory=dict)
+
+
+def summarize_error(text: str) -> str:
+    """The line that names the real exception inside Spark's wrapped Python traceback."""
+    for line in reversed(text.splitlines()):
+        stripped = line.strip()
+        head = stripped.split(":", 1)[0]
+        if ": " in stripped and head.replace(".", "").replace("_", "").isalnum() and (
+            head.endswith(("Error", "Exception", "Failed", "Unavailable", "Generation"))
+        ):
+            return stripped
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
 class KafkaOffsets:
@@ -133,6 +147,8 @@ class PipelineAgent:
         if config.metrics_port is not None:
             self.metrics_port = config.metrics_port or free_port()
             serve(self.metrics, self.metrics_port, config.metrics_address)
+        self._pause_file = os.path.join(tempfile.mkdtemp(prefix="autosizer-agent-"), "paused")
+        self._query_shape: tuple | None = None  # what the running query was planned for
         self._lag_probe: KafkaOffsets | None = None
         self._next_probe = 0.0
 
@@ -173,8 +189,8 @@ class PipelineAgent:
         gen = self.layout.generation if self.layout else 0
         if self.failure is not None:
             state = "failed"
-        elif self.query is not None and self.query.isActive:
-            state = f"draining@{gen}" if self.draining else f"running@{gen}"
+        elif self.query is not None and self.query.isActive and not self.draining:
+            state = f"running@{gen}"
         else:
             state = f"stopped@{gen}"
         self.control.report(state, generation=gen, batches=self.batches,
@@ -187,7 +203,7 @@ class PipelineAgent:
             error = self.query.exception()
             if error is None:
                 return  # stopped by a drain
-            self.failure = PipelineFailed(str(error).splitlines()[0])
+            self.failure = PipelineFailed(summarize_error(str(error)))
         self._heartbeat()
         log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
         raise PipelineFailed(str(self.failure))
@@ -197,7 +213,7 @@ class PipelineAgent:
         if self.layout is None or time.monotonic() < self._next_probe:
             return
         self._next_probe = time.monotonic() + self.config.lag_probe_seconds
-        probe = self._lag_probe = self._lag_probe or KafkaOffsets(self.config.bootstrap)
+        probe = self._offsets()
         try:
             marks = {tp: probe.upcoming_offset(*tp) for tp in self.layout.partitions()}
             lag = self.metrics.partition_lag() if self.metrics.positions else {}
@@ -219,32 +235,63 @@ class PipelineAgent:
     # --- start and drain -----------------------------------------------------------------------
 
     def start_query(self) -> None:
-        if self.query is not None and self.query.isActive:
+        """Run the now-current generation: resumed in place when the paused query already reads
+        exactly what it needs, else a new query."""
+        if self.query is not None and self.query.isActive and not self.draining:
             return
-        self.failure = None
-        self.draining = False
+        began = time.perf_counter()
         layout = self.store.layout()
         cp = self.store.checkpoints(layout.generation)
-        resolver = KafkaOffsets(self.config.bootstrap)
-        try:
-            self._apply_startpoints(layout, cp, resolver)
-            defaults = {tp: (resolver.oldest_offset(*tp) if self.config.default_offsets == "earliest"
-                             else resolver.upcoming_offset(*tp))
-                        for tp, start in cp.start_offsets().items() if start is None}
-            cp.resolve_defaults(defaults)
-        finally:
-            resolver.close()
-        self.layout, self.checkpoints = layout, cp
+        resolver = self._offsets()
+        applied = self._apply_startpoints(layout, cp, resolver)
+        defaults = {tp: (resolver.oldest_offset(*tp) if self.config.default_offsets == "earliest"
+                         else resolver.upcoming_offset(*tp))
+                    for tp, start in cp.start_offsets().items() if start is None}
+        cp.resolve_defaults(defaults)
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())
+        shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)), tuple(held))
+        resumed = not applied and self._can_resume(shape, starts)
+        if not resumed and self.query is not None and self.query.isActive:
+            self._stop_when_idle()
+        self.failure = None
+        self.layout, self.checkpoints = layout, cp
+        with self._lock:
+            self.draining = False
+        if not resumed:
+            self._new_query(layout, starts, held, shape)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._pause_file)
+        self.metrics.started(layout)
+        log.info("pipeline.started", job=self.config.job, generation=layout.generation,
+                 factor=layout.factor, held=held, resumed_in_place=resumed,
+                 seconds=round(time.perf_counter() - began, 3))
+        self._heartbeat()
+
+    def _can_resume(self, shape: tuple, starts: dict[tuple[str, int], int | None]) -> bool:
+        """The paused query reads the same partitions in the same slots, and its next batch
+        starts exactly where the new checkpoints do."""
+        if self.query is None or not self.query.isActive or shape != self._query_shape:
+            return False
+        progress = self.query.lastProgress
+        if not progress or not progress.get("sources"):
+            return False
+        end = progress["sources"][0].get("endOffset")
+        source_next = json.loads(end) if isinstance(end, str) else end
+        return bool(source_next) and all(
+            source_next.get(offset_key(*tp)) == offset for tp, offset in starts.items()
+        )
+
+    def _new_query(self, layout: Layout, starts: dict, held: list[str], shape: tuple) -> None:
         reader = (
             self.spark.readStream.format("autosizer-kafka")
             .option("kafka.bootstrap.servers", self.config.bootstrap)
             .option("subscribe", ",".join(sorted(layout.topics)))
             .option("startingOffsets", json.dumps({offset_key(*tp): o for tp, o in starts.items()}))
             .option("holdPartitions", json.dumps(held))
-            .option("slots", json.dumps(self._slots(layout)))
+            .option("slots", shape[1])
             .option("defaultOffsets", "earliest")
+            .option("pauseFile", self._pause_file)
         )
         if self.config.max_records_per_batch:
             reader = reader.option("maxRecordsPerBatch", str(self.config.max_records_per_batch))
@@ -255,30 +302,39 @@ class PipelineAgent:
             .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
             .start()
         )
-        self.metrics.started(layout)
-        log.info("pipeline.started", job=self.config.job, generation=layout.generation,
-                 factor=layout.factor, held=held)
-        self._heartbeat()
+        self._query_shape = shape
+
+    def _offsets(self) -> KafkaOffsets:
+        self._lag_probe = self._lag_probe or KafkaOffsets(self.config.bootstrap)
+        return self._lag_probe
 
     def drain(self) -> None:
-        """Stop once the in-flight batch has committed; report stopped@<generation>."""
+        """Pause once the in-flight batch has committed; report stopped@<generation>.
+
+        The query stays up but admits no data (the pause file) and processes nothing, so the
+        controller can migrate; `start` then resumes it in place or replaces it.
+        """
         if self.query is None or not self.query.isActive:
             self._heartbeat()
             return
-        self.draining = True
+        began = time.perf_counter()
+        self._pause()
         self._heartbeat()
-        self._stop_when_idle()
-        log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation)
-        self._heartbeat()
+        log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation,
+                 seconds=round(time.perf_counter() - began, 3))
 
-    def _stop_when_idle(self) -> None:
+    def _pause(self) -> None:
+        Path(self._pause_file).touch()
         with self._lock:
             self.draining = True  # any batch that starts from now on returns without processing
         while self._busy or self.query.status.get("isTriggerActive", False):
-            time.sleep(0.02)
+            time.sleep(0.01)
+
+    def _stop_when_idle(self) -> None:
+        self._pause()
         self.query.stop()
 
-    def _apply_startpoints(self, layout: Layout, cp: Checkpoints, resolver: KafkaOffsets) -> None:
+    def _apply_startpoints(self, layout: Layout, cp: Checkpoints, resolver: KafkaOffsets) -> bool:
         fanned = self.store.fan_out_startpoints(layout)
         for key, startpoint in fanned.startpoints.items():
             pinned: Startpoint = startpoint.resolve(key.topic, key.partition, resolver)
@@ -287,6 +343,7 @@ class PipelineAgent:
             cp.apply_startpoint(key.task, key.topic, key.partition, pinned.resolved_offset)
             log.info("startpoint.applied", job=self.config.job, topic=key.topic,
                      partition=key.partition, task=key.task, offset=pinned.resolved_offset)
+        return bool(fanned.startpoints)
 
     def _slots(self, layout: Layout) -> list[list[str]]:
         """Partition groups bin-packed into at most `parallelism` slots: every virtual task of a

@@ -16,6 +16,8 @@ Options:
   slots                    JSON list of lists of "topic/partition": the partitions each Spark task
                            reads together (all virtual tasks of a partition group in one slot);
                            partitions in no slot get a Spark task each
+  pauseFile                while this local file exists, no new data is admitted (the agent's drain:
+                           triggers go idle at once; the stream reader runs on the driver node)
   kafka.retries            metadata attempts before the query fails (default 5)
   kafka.timeoutMs          per attempt (default 5000)
 """
@@ -23,6 +25,7 @@ Options:
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -113,6 +116,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             raise ValueError(f"defaultOffsets must be earliest or latest, not {self.default!r}")
         self.held = set(json.loads(options.get("holdPartitions") or "[]"))
         self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
+        self.pause_file = options.get("pauseFile")
         self.max_records = int(options["maxRecordsPerBatch"]) if options.get("maxRecordsPerBatch") else None
         self.retries = int(options.get("kafka.retries", "5"))
         self.timeout_s = int(options.get("kafka.timeoutMs", "5000")) / 1000
@@ -135,6 +139,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_records) if self.max_records else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self.pause_file and os.path.exists(self.pause_file):
+            return dict(start)
         ends: dict[str, int] = {}
         for topic, partition in self._partitions():
             key = offset_key(topic, partition)
