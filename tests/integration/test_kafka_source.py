@@ -86,3 +86,33 @@ def test_unknown_topic_and_unreachable_broker_fail_clearly(broker):
     with pytest.raises(KafkaUnavailable, match="did not answer .* start the broker"):
         down.initialOffset()
     down.stop()
+
+
+def test_a_partition_that_appears_at_run_time_is_read_from_its_start(broker):
+    """Tansu cannot add partitions (no CreatePartitions), so the earlier plan is simulated:
+    `start` does not know partition 1, as if it appeared after the previous batch."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    broker.create_topic("orders", 2)
+    broker.produce("orders", [(i % 2, None, b"x") for i in range(20)])
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders"})
+    end = reader.latestOffset({"orders/0": 4}, ReadAllAvailable())
+    assert end == {"orders/0": 10, "orders/1": 10}
+    slots = reader.partitions({"orders/0": 4}, end)
+    assert sorted((r.partition, r.start, r.end) for s in slots for r in s.ranges) == [(0, 4, 10), (1, 0, 10)]
+    reader.stop()
+
+
+def test_a_pause_file_admits_no_new_data(broker, tmp_path):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    broker.create_topic("orders", 1)
+    broker.produce("orders", [(0, None, b"x") for _ in range(5)])
+    pause = tmp_path / "paused"
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders",
+                                "pauseFile": str(pause)})
+    pause.touch()
+    assert reader.latestOffset({"orders/0": 1}, ReadAllAvailable()) == {"orders/0": 1}
+    pause.unlink()
+    assert reader.latestOffset({"orders/0": 1}, ReadAllAvailable()) == {"orders/0": 5}
+    reader.stop()
