@@ -124,12 +124,21 @@ class Bench:
             n = sum(r["n"] for r in df.mapInArrow(slot, "n long").collect())
             commits.append((time.perf_counter(), n))
 
-        query = (
+        groups = [[f"{topic}/{p}" for p in range(PARTITIONS) if p % slots == s] for s in range(slots)]
+        return self._stream_rate(topic, records, max_records, on_batch, commits, slots=groups)
+
+    def _stream_rate(self, topic: str, records: int, max_records: int, on_batch, commits,
+                     slots: list[list[str]] | None = None) -> float:
+        """Run a bare autosizer-kafka query with `on_batch` until `records` are counted."""
+        reader = (
             self.spark.readStream.format("autosizer-kafka")
             .option("kafka.bootstrap.servers", self.broker.bootstrap).option("subscribe", topic)
             .option("maxRecordsPerBatch", str(max_records))
-            .option("slots", json.dumps([[f"{topic}/{p}" for p in range(PARTITIONS) if p % slots == s] for s in range(slots)]))
-            .load().writeStream.foreachBatch(on_batch).trigger(processingTime="50 milliseconds")
+        )
+        if slots:
+            reader = reader.option("slots", json.dumps(slots))
+        query = (
+            reader.load().writeStream.foreachBatch(on_batch).trigger(processingTime="50 milliseconds")
             .option("checkpointLocation", tempfile.mkdtemp()).start()
         )
         while sum(n for _, n in commits) < records:
@@ -152,17 +161,7 @@ class Bench:
             row = df.select(key_bucket_column(8).alias("b")).agg(F.count("b").alias("n")).collect()[0]
             commits.append((time.perf_counter(), row["n"]))
 
-        query = (
-            self.spark.readStream.format("autosizer-kafka")
-            .option("kafka.bootstrap.servers", self.broker.bootstrap).option("subscribe", topic)
-            .option("maxRecordsPerBatch", "400000")
-            .load().writeStream.foreachBatch(on_batch).trigger(processingTime="50 milliseconds")
-            .option("checkpointLocation", tempfile.mkdtemp()).start()
-        )
-        while sum(n for _, n in commits) < records:
-            time.sleep(0.05)
-        query.stop()
-        return steady_rate(commits)
+        return self._stream_rate(topic, records, 400_000, on_batch, commits)
 
     def rescale_downtime(self, rescales: int) -> list[float]:
         """Seconds from the drain request to the first committed batch of the new generation,

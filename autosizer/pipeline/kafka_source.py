@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import (
     CaseInsensitiveDict,
@@ -250,7 +251,10 @@ def read_range(bootstrap: str, r: KafkaRange, timeout_s: float, batch_rows: int 
     )
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
-        columns: dict[str, list] = {name: [] for name in ARROW_SCHEMA.names}
+        keys: list = []
+        values: list = []
+        offsets: list = []
+        stamps: list = []
         next_offset, deadline = r.start, time.monotonic() + timeout_s
         while next_offset < r.end:
             messages = consumer.consume(min(10_000, r.end - next_offset), timeout=0.5)
@@ -271,30 +275,30 @@ def read_range(bootstrap: str, r: KafkaRange, timeout_s: float, batch_rows: int 
                 if offset >= r.end:
                     next_offset = r.end
                     break
-                columns["key"].append(m.key())
-                columns["value"].append(m.value())
-                columns["offset"].append(offset)
-                columns["timestamp"].append(m.timestamp()[1] * 1000)
+                keys.append(m.key())
+                values.append(m.value())
+                offsets.append(offset)
+                stamps.append(m.timestamp()[1])
                 next_offset = offset + 1
-            if len(columns["offset"]) >= batch_rows:
-                yield _batch(columns, r)
-                columns = {name: [] for name in ARROW_SCHEMA.names}
-        if columns["offset"]:
-            yield _batch(columns, r)
+            if len(offsets) >= batch_rows:
+                yield _batch(keys, values, offsets, stamps, r)
+                keys, values, offsets, stamps = [], [], [], []
+        if offsets:
+            yield _batch(keys, values, offsets, stamps, r)
     finally:
         consumer.close()
 
 
-def _batch(columns: dict[str, list], r: KafkaRange) -> pa.RecordBatch:
-    n = len(columns["offset"])
+def _batch(keys: list, values: list, offsets: list, stamps_ms: list, r: KafkaRange) -> pa.RecordBatch:
+    n = len(offsets)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(columns["key"], pa.binary()),
-            pa.array(columns["value"], pa.binary()),
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
             pa.array([r.topic] * n, pa.string()),
             pa.array([r.partition] * n, pa.int32()),
-            pa.array(columns["offset"], pa.int64()),
-            pa.array(columns["timestamp"], pa.timestamp("us", tz="UTC")),
+            pa.array(offsets, pa.int64()),
+            pa.compute.multiply(pa.array(stamps_ms, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
         ],
         schema=ARROW_SCHEMA,
     )

@@ -31,6 +31,15 @@ def start_pipeline(redis_server, broker, job, out: Path, log: Path) -> subproces
     )
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (the pipeline drains), then kill if it does not exit in time."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broker, job, tmp_path):
     broker.create_topic("orders", 4)
     total = 2000
@@ -53,11 +62,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
         wait_until(lambda: read_committed(out).num_rows >= total, 180, "every message")
         time.sleep(1)  # a duplicate would show up as extra rows
     finally:
-        second.send_signal(signal.SIGTERM)
-        try:
-            second.wait(60)
-        except subprocess.TimeoutExpired:
-            second.kill()
+        stop(second)
     check_exactly_once_in_key_order(read_committed(out), total)
 
 
@@ -80,11 +85,7 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, brok
         try:
             wait_until(lambda: read_committed(out).num_rows >= total, 240, "every message")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
         app_logs = list((tmp_path / "spark" / "work").glob("app-*"))
     assert app_logs, "the driver did not run its executors on the standalone worker"
     check_exactly_once_in_key_order(read_committed(out), total)
