@@ -76,6 +76,8 @@ class PipelineConfig:
     metrics_port: int | None = None  # serve /metrics here (0: pick a free port)
     metrics_address: str = "127.0.0.1"
     lag_probe_seconds: float = 1.0
+    kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
+    kafka_timeout_ms: int = 5000
     spark_options: dict[str, str] = field(default_factory=dict)
 
 
@@ -292,6 +294,8 @@ class PipelineAgent:
             .option("slots", shape[1])
             .option("defaultOffsets", "earliest")
             .option("pauseFile", self._pause_file)
+            .option("kafka.retries", str(self.config.kafka_retries))
+            .option("kafka.timeoutMs", str(self.config.kafka_timeout_ms))
         )
         if self.config.max_records_per_batch:
             reader = reader.option("maxRecordsPerBatch", str(self.config.max_records_per_batch))

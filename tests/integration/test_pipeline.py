@@ -225,3 +225,50 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
     group.close()
     assert [tp.offset for tp in committed] == [100, 100]
     assert not errors
+
+
+def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, job, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from autosizer.pipeline.sinks import KafkaSink
+
+    store, agent, _ = pipeline(partitions=2, factor=2)
+    broker.create_topic("enriched", 1)
+    agent.sink = KafkaSink(broker.bootstrap, "enriched")
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(100)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: sum(v or 0 for v in store.checkpoints().start_offsets().values()) >= 100, 60, "every input")
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})
+    consumer.assign([TopicPartition("enriched", 0, 0)])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 100 and time.monotonic() < deadline:
+        seen += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    consumer.close()
+    assert sorted(int(v.split(b":")[2]) for v in seen) == list(range(100))
+    assert not errors
+
+
+def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broker):
+    store, agent, sink = pipeline(partitions=2, factor=2, kafka_retries=2, kafka_timeout_ms=500)
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(20)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first messages")
+        committed = store.committed_batch(1)
+        before = store.checkpoints().to_json()
+        broker.stop()
+        thread.join(120)
+    finally:
+        stop.set()
+        agent.close()
+    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
+    assert "did not answer" in str(errors[0]) and "start the broker" in str(errors[0])
+    assert store.committed_batch(1) == committed
+    assert store.checkpoints().to_json() == before
+    assert ControlChannel(store).status()["state"] == "failed"
