@@ -46,9 +46,12 @@ class Producer(threading.Thread):
         self.total = i
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
+def wait_until(condition, timeout: float, what: str, errors: list | None = None) -> None:
+    """Poll `condition`; fail at once if the agent under test already failed."""
     deadline = time.monotonic() + timeout
     while not condition():
+        if errors:
+            raise AssertionError(f"the agent failed while waiting for {what}: {errors[0]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
@@ -105,7 +108,7 @@ def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
         producer.start()
         for factor in (4, 2, 8):
             generation = store.current_generation()
-            wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit")
+            wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit", errors)
             control.request("drain")
             assert control.wait_for(f"stopped@{generation}", 60), control.status()
             store.migrate(generation, store.layout().with_factor(factor))
@@ -132,7 +135,7 @@ def test_stale_generation_commit_stops_the_agent_with_a_clear_error(pipeline, br
     broker.produce("orders", [(i % 2, b"k%d" % i, b"0") for i in range(20)])
     stop, thread, errors = run_in_thread(agent)
     try:
-        wait_until(lambda: agent.batches >= 1, 60, "a first batch")
+        wait_until(lambda: agent.batches >= 1, 60, "a first batch", errors)
         store.migrate(1, store.layout().with_factor(4))  # behind the agent's back: no drain
         broker.produce("orders", [(i % 2, b"k%d" % i, b"1") for i in range(20)])
         thread.join(60)
@@ -153,7 +156,7 @@ def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker
     store.set_startpoint(StartpointKey("orders", 1), Startpoint.specific(0))  # partition 1 is idle
     stop, thread, errors = run_in_thread(agent)
     try:
-        wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the batch after the startpoint")
+        wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the batch after the startpoint", errors)
         wait_until(lambda: all(k.partition == 1 for k in store.startpoints()), 30, "partition 0's startpoints to go")
         # Restart: the startpoint must not apply again (offsets 20..29 are not re-processed).
         control = ControlChannel(store)
@@ -195,7 +198,7 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
         return sum(s.value for s in samples.get(name, []) if all(s.labels.get(k) == v for k, v in labels.items()))
 
     try:
-        wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "every message")
+        wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "every message", errors)
         before = scrape()
         assert value(before, "autosizer_pipeline_factor") == 2
         assert value(before, "autosizer_pipeline_generation") == 1
@@ -238,7 +241,7 @@ def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, j
     broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(100)])
     stop, thread, errors = run_in_thread(agent)
     try:
-        wait_until(lambda: sum(v or 0 for v in store.checkpoints().start_offsets().values()) >= 100, 60, "every input")
+        wait_until(lambda: sum(v or 0 for v in store.checkpoints().start_offsets().values()) >= 100, 60, "every input", errors)
     finally:
         stop.set()
         thread.join(60)
@@ -259,7 +262,7 @@ def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broke
     broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(20)])
     stop, thread, errors = run_in_thread(agent)
     try:
-        wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first messages")
+        wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first messages", errors)
         committed = store.committed_batch(1)
         before = store.checkpoints().to_json()
         broker.stop()
