@@ -412,7 +412,7 @@ class PipelineAgent:
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
                                          row["next_offset"], row["records"], row["outputs"],
-                                         row["process_ns"], None, tuple(row["histogram"] or ())))
+                                         row["process_ns"], tuple(row["histogram"] or ())))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         sink.finalize(generation, batch)
         self.batches += 1

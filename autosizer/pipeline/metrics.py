@@ -20,7 +20,6 @@ Series (labels in braces):
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
@@ -171,6 +170,3 @@ def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> Co
     start_http_server(port, addr=address, registry=registry)
     return registry
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,7 +56,6 @@ class TaskProgress:
     records: int = 0
     outputs: int = 0
     process_ns: int = 0
-    oldest_timestamp_ms: int | None = None
     histogram: tuple[int, ...] = ()
 
 
@@ -143,8 +142,6 @@ def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn) -> S
                 stats.outputs += len(produced)
             stats.records = records.num_rows
             stats.histogram = tuple(histogram)
-            if stamps and stamps[0] is not None:
-                stats.oldest_timestamp_ms = int(stamps[0].timestamp() * 1000)
         return outputs
 
     outputs: list[Output] = []
@@ -154,20 +151,3 @@ def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn) -> S
                 outputs += produced
     return SlotResult(outputs, list(progress.values()), time.perf_counter_ns() - started)
 
-
-def records_table(rows: Iterable[tuple]) -> pa.Table:
-    """A table in the source's schema from (key, value, topic, partition, offset) tuples (tests)."""
-    from autosizer.pipeline.kafka_source import ARROW_SCHEMA
-
-    rows = list(rows)
-    return pa.table(
-        {
-            "key": pa.array([r[0] for r in rows], pa.binary()),
-            "value": pa.array([r[1] for r in rows], pa.binary()),
-            "topic": pa.array([r[2] for r in rows], pa.string()),
-            "partition": pa.array([r[3] for r in rows], pa.int32()),
-            "offset": pa.array([r[4] for r in rows], pa.int64()),
-            "timestamp": pa.array([None] * len(rows), pa.timestamp("us", tz="UTC")),
-        },
-        schema=ARROW_SCHEMA,
-    )

@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import threading
 
+import pyarrow as pa
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout, key_bucket
-from autosizer.pipeline.slots import normalize_outputs, records_table, run_slot
+from autosizer.pipeline.kafka_source import ARROW_SCHEMA
+from autosizer.pipeline.slots import normalize_outputs, run_slot
+
+
+def records_table(rows) -> pa.Table:
+    """A table in the source's schema from (key, value, topic, partition, offset) tuples."""
+    rows = list(rows)
+    return pa.table(
+        {
+            "key": pa.array([r[0] for r in rows], pa.binary()),
+            "value": pa.array([r[1] for r in rows], pa.binary()),
+            "topic": pa.array([r[2] for r in rows], pa.string()),
+            "partition": pa.array([r[3] for r in rows], pa.int32()),
+            "offset": pa.array([r[4] for r in rows], pa.int64()),
+            "timestamp": pa.array([None] * len(rows), pa.timestamp("us", tz="UTC")),
+        },
+        schema=ARROW_SCHEMA,
+    )
 
 
 def keys_in_buckets(factor: int, per_bucket: int) -> dict[int, list[bytes]]:
