@@ -1,0 +1,69 @@
+"""Guards between a policy's wish and an actuation, shared by the daemon and the simulator.
+
+In order: hold on untrustworthy metrics (partial, missing, NaN, stale: never scale down on bad
+data), clamp to [min_factor, max_factor], limit the step, hold during the cooldown after a
+rescale, and scale down only once the wish has lasted `scale_down_delay_s` (lazy scale-down).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from autosizer.elasticity import validate_factor
+from autosizer.policies.base import Decision, Observation
+
+
+@dataclass(frozen=True)
+class GuardState:
+    scale_down_since: float | None = None
+
+
+@dataclass(frozen=True)
+class Guards:
+    min_factor: int = 1
+    max_factor: int = 1024
+    max_step: int = 4  # one decision multiplies or divides the factor by at most this
+    cooldown_s: float = 300.0
+    scale_down_delay_s: float = 600.0
+    max_age_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        validate_factor(self.min_factor)
+        validate_factor(self.max_factor)
+        if self.min_factor > self.max_factor:
+            raise ValueError(f"min_factor {self.min_factor} is above max_factor {self.max_factor}")
+        if self.max_step < 2 or self.max_step & (self.max_step - 1):
+            raise ValueError(f"max_step must be a power of two >= 2, not {self.max_step!r}")
+        for name in ("cooldown_s", "scale_down_delay_s", "max_age_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)!r}")
+
+    def apply(
+        self, observation: Observation, wish: Decision, state: GuardState | None = None
+    ) -> tuple[Decision, GuardState]:
+        state = state or GuardState()
+        current = observation.factor
+        problems = observation.problems()
+        if observation.age_s > self.max_age_s:
+            problems.append(f"stale metrics ({observation.age_s:.0f}s old > {self.max_age_s:.0f}s)")
+        if problems:
+            return Decision(current, "hold: " + ", ".join(problems), {"wish": wish.factor}), state
+        target = min(self.max_factor, max(self.min_factor, wish.factor))
+        if target > current:
+            target = min(target, current * self.max_step)
+        elif target < current:
+            target = max(target, current // self.max_step)
+        details = {"wish": wish.factor, "policy": wish.reason, **wish.details}
+        if target == current:
+            return Decision(current, f"hold: {wish.reason}", details), replace(state, scale_down_since=None)
+        if observation.since_rescale_s < self.cooldown_s:
+            return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
+                                     f"last rescale < {self.cooldown_s:.0f}s", details), state
+        if target < current:
+            since = state.scale_down_since if state.scale_down_since is not None else observation.time
+            waited = observation.time - since
+            if waited < self.scale_down_delay_s:
+                return (Decision(current, f"hold: scale-down to {target} wanted for {waited:.0f}s "
+                                          f"< {self.scale_down_delay_s:.0f}s", details),
+                        GuardState(scale_down_since=since))
+        return Decision(target, wish.reason, details), GuardState()

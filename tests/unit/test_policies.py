@@ -1,0 +1,134 @@
+"""Policies and guards: the baselines' arithmetic, guard rules, and registration by entry point."""
+
+from __future__ import annotations
+
+import math
+import sys
+import textwrap
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autosizer.policies import (
+    Decision,
+    Guards,
+    Observation,
+    PartitionStats,
+    TaskStats,
+    load_policy,
+    policy_names,
+)
+from autosizer.policies.base import factor_for
+
+
+def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, partitions=4, **extra):
+    parts = {("orders", p): PartitionStats(lag / partitions, 1.0, input_rate / partitions, input_rate / partitions)
+             for p in range(partitions)}
+    tasks = {f"t{i}": TaskStats(0.0, task_rate * busy, 1 / task_rate, busy) for i in range(partitions * factor)}
+    return Observation(time=extra.pop("time", 0.0), factor=factor, partitions=parts, tasks=tasks, **extra)
+
+
+def test_factor_for_rounds_up_to_a_power_of_two():
+    assert [factor_for(w, 4) for w in (0, 4, 5, 8, 9, 33, 10**9)] == [1, 1, 2, 2, 4, 16, 1024]
+
+
+def test_lag_threshold_is_kedas_rule_without_the_partition_cap():
+    policy = load_policy("lag-threshold", {"lag_threshold": 1000})
+    decision, _ = policy.decide(observe(lag=20_000))
+    assert decision.factor == 8  # 20 workers over 4 partitions -> 5 each -> 8
+    assert "20 workers" in decision.reason
+
+
+def test_utilization_is_flinks_capacity_formula():
+    policy = load_policy("utilization")
+    # true rate 400/s per task; target = 3000/0.7 + 0 + 3000*2/300 = 4305/s -> 10.8 tasks -> F=4
+    decision, _ = policy.decide(observe(input_rate=3000, task_rate=400, busy=0.5, restart_downtime_s=2.0))
+    assert decision.factor == 4
+    assert math.isclose(decision.details["task_rate"], 400)
+
+
+def test_bad_settings_and_unknown_policies_are_refused():
+    with pytest.raises(ValueError, match="lag_threshold must be a number > 0"):
+        load_policy("lag-threshold", {"lag_threshold": 0})
+    with pytest.raises(ValueError, match="unknown policy 'nope': installed policies are lag-threshold"):
+        load_policy("nope")
+    with pytest.raises(ValueError, match="unexpected keyword"):
+        load_policy("utilization", {"speed": 1})
+    with pytest.raises(ValueError, match="power of two"):
+        Guards(min_factor=3)
+    with pytest.raises(ValueError, match="max_step"):
+        Guards(max_step=3)
+
+
+def test_a_third_party_policy_registers_through_the_entry_point(tmp_path, monkeypatch):
+    (tmp_path / "tiny_policy.py").write_text(textwrap.dedent('''
+        from autosizer.policies import Decision
+
+        class Always:
+            name = "always"
+            def __init__(self, factor=2):
+                self.factor = factor
+            def decide(self, observation, state=None):
+                return Decision(self.factor, "always"), state
+    '''))
+    dist = tmp_path / "tiny_policy-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-policy\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[autosizer.policies]\nalways = tiny_policy:Always\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "always" in policy_names()
+    decision, _ = load_policy("always", {"factor": 16}).decide(observe())
+    assert decision.factor == 16
+    sys.modules.pop("tiny_policy", None)
+
+
+bad = st.sampled_from(["partial", "nan", "stale", "empty"])
+
+
+@given(bad, st.sampled_from([1, 2, 8, 64]), st.sampled_from([1, 4, 1024]))
+def test_bad_data_always_holds(kind, current, wish):
+    obs = observe(factor=current)
+    if kind == "partial":
+        obs = observe(factor=current, complete=False)
+    elif kind == "nan":
+        obs = observe(factor=current, lag=float("nan"))
+    elif kind == "stale":
+        obs = observe(factor=current, age_s=3600)
+    else:
+        obs = Observation(time=0, factor=current, partitions={})
+    decision, _ = Guards(cooldown_s=0, scale_down_delay_s=0).apply(obs, Decision(wish, "wish"))
+    assert decision.factor == current
+    assert decision.reason.startswith("hold:")
+
+
+@given(st.sampled_from([1, 2, 4, 8, 16, 64, 256, 1024]), st.sampled_from([1, 2, 8, 32, 1024]),
+       st.sampled_from([2, 4, 8]))
+def test_guards_clamp_and_limit_the_step(current, wish, step):
+    guards = Guards(min_factor=2, max_factor=256, max_step=step, cooldown_s=0, scale_down_delay_s=0)
+    decision, _ = guards.apply(observe(factor=current), Decision(wish, "wish"))
+    if decision.factor != current:
+        assert max(decision.factor / current, current / decision.factor) <= step
+        if 2 <= current <= 256:
+            assert 2 <= decision.factor <= 256
+        elif current > 256:  # above a range an operator just narrowed: one step down towards it
+            assert decision.factor < current
+        else:
+            assert decision.factor > current
+
+
+def test_cooldown_and_lazy_scale_down():
+    guards = Guards(cooldown_s=300, scale_down_delay_s=600)
+    up, _ = guards.apply(observe(factor=2, since_rescale_s=100), Decision(8, "more"))
+    assert up.factor == 2 and "cooldown" in up.reason
+    state = None
+    for t in (0, 300, 599):
+        down, state = guards.apply(observe(factor=8, time=t), Decision(2, "less"), state)
+        assert down.factor == 8 and "scale-down" in down.reason
+    down, state = guards.apply(observe(factor=8, time=600), Decision(2, "less"), state)
+    assert down.factor == 2
+    # A wish that goes away resets the delay.
+    _, state = guards.apply(observe(factor=8, time=0), Decision(2, "less"))
+    _, state = guards.apply(observe(factor=8, time=100), Decision(8, "same"), state)
+    down, _ = guards.apply(observe(factor=8, time=650), Decision(2, "less"), state)
+    assert down.factor == 8
