@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import pyarrow as pa
 import structlog
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint
@@ -53,10 +54,7 @@ PROGRESS_SCHEMA = pa.schema(
 )
 
 
-PROGRESS_DDL = (
-    "task string, topic string, partition int, next_offset long, records long, outputs long, "
-    "process_ns long, wall_ns long, slot int, histogram array<long>"
-)
+PROGRESS_TYPE = from_arrow_schema(PROGRESS_SCHEMA)  # what mapInArrow returns, for Spark
 
 
 class PipelineFailed(RuntimeError):
@@ -78,7 +76,6 @@ class PipelineConfig:
     lag_probe_seconds: float = 1.0
     kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
     kafka_timeout_ms: int = 5000
-    spark_options: dict[str, str] = field(default_factory=dict)
 
 
 def summarize_error(text: str) -> str:
@@ -138,6 +135,7 @@ class PipelineAgent:
         self.draining = False
         self._lock = threading.Lock()  # orders "draining" against a batch starting
         self._busy = False
+        self._committed_batch = 0  # of the running generation; read from Redis at each start
         self.failure: BaseException | None = None
         self.batches = 0
         self._group = Consumer({"bootstrap.servers": config.bootstrap,
@@ -218,13 +216,12 @@ class PipelineAgent:
         probe = self._offsets()
         try:
             marks = {tp: probe.upcoming_offset(*tp) for tp in self.layout.partitions()}
-            lag = self.metrics.partition_lag() if self.metrics.positions else {}
             lowest = self.checkpoints.start_offsets() if self.checkpoints else {}
             now = time.time() * 1000
             ages: dict[tuple[str, int], float] = {}
             for tp, hw in marks.items():
                 start = lowest.get(tp)
-                if lag.get(tp, 0) == 0 or start is None or start >= hw:
+                if start is None or start >= hw:  # nothing unprocessed (or nothing known yet)
                     ages[tp] = 0.0
                     continue
                 stamp = probe.timestamp_at(*tp, start)
@@ -258,6 +255,7 @@ class PipelineAgent:
             self._stop_when_idle()
         self.failure = None
         self.layout, self.checkpoints = layout, cp
+        self._committed_batch = self.store.committed_batch(layout.generation)
         with self._lock:
             self.draining = False
         if not resumed:
@@ -379,7 +377,7 @@ class PipelineAgent:
         assert layout is not None and cp is not None
         generation = layout.generation
         began = time.perf_counter()
-        batch = self.store.committed_batch(generation) + 1
+        batch = self._committed_batch + 1
         sink.prepare(generation, batch)
 
         def slot(batches):
@@ -400,7 +398,7 @@ class PipelineAgent:
                 schema=PROGRESS_SCHEMA,
             )
 
-        rows = df.withColumn("h", key_hash_column()).mapInArrow(slot, PROGRESS_DDL).collect()
+        rows = df.withColumn("h", key_hash_column()).mapInArrow(slot, PROGRESS_TYPE).collect()
         if not rows:
             return
         touched: set[str] = set()
@@ -414,6 +412,7 @@ class PipelineAgent:
                                          row["next_offset"], row["records"], row["outputs"],
                                          row["process_ns"], tuple(row["histogram"] or ())))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
+        self._committed_batch = batch
         sink.finalize(generation, batch)
         self.batches += 1
         self._publish_group_offsets(cp)
