@@ -220,3 +220,48 @@ class EmbeddedSparkCluster(_Process):
                 except subprocess.TimeoutExpired:
                     proc.kill()
         self.worker = self.process = None
+
+
+class EmbeddedPrometheus(_Process):
+    """A Prometheus server scraping loopback targets every second, with its own TSDB directory."""
+
+    def __init__(self, targets: Iterable[str] = (), workdir: str | Path | None = None,
+                 port: int | None = None, scrape_interval: str = "1s"):
+        if shutil.which("prometheus") is None:
+            raise RuntimeError("prometheus is not installed: run `make setup`")
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-prometheus-"))
+        self.port = port or free_port()
+        self.targets = list(targets)
+        self.scrape_interval = scrape_interval
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedPrometheus:
+        import urllib.request
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "prometheus.yml"
+        config.write_text(
+            f"global:\n  scrape_interval: {self.scrape_interval}\n  evaluation_interval: {self.scrape_interval}\n"
+            "scrape_configs:\n  - job_name: autosizer\n    static_configs:\n"
+            f"      - targets: [{', '.join(repr(t) for t in self.targets)}]\n"
+        )
+        log = open(self.workdir / "prometheus.log", "ab")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle"],
+            stdout=log, stderr=log,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prometheus did not start: see {self.workdir}/prometheus.log")
+            time.sleep(0.1)

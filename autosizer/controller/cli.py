@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(prun)
     prun.set_defaults(run=_pipeline_run)
+    simulate = groups.add_parser("simulate", help="replay a workload against policies offline")
+    from autosizer.simulator.cli import add_arguments as simulate_arguments
+    from autosizer.simulator.cli import run as simulate_run
+
+    simulate_arguments(simulate)
+    simulate.set_defaults(run=simulate_run)
     return parser
 
 

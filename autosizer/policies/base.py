@@ -3,44 +3,114 @@
 A policy is pure: `decide(observation, state)` returns a decision and the policy's next state,
 an explicit value the caller keeps (None to start). The daemon and the simulator call it the same
 way, so a policy replayed offline behaves exactly as it would live.
+
+Statistics are columns (numpy arrays, one entry per partition or per virtual task) rather than one
+object per row: a simulated week is 40,000 ticks over hundreds of virtual tasks, and a policy
+mostly wants sums, maxima and shares anyway.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from autosizer.elasticity import MAX_FACTOR, TopicPartition, validate_factor
 
+_add_reduce = np.add.reduce
 
-@dataclass(frozen=True)
+
+def _total(stats: PartitionStats | TaskStats, column: str) -> float:
+    """The sum of a column, computed once (a caller holding them already may pass `totals`)."""
+    found = stats.totals.get(column)
+    if found is None:
+        found = stats.totals[column] = float(_add_reduce(getattr(stats, column)))
+    return found
+
+
+def _column(values: Iterable[float] | np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
 class PartitionStats:
-    """One partition over the observation window (rates in records/s)."""
+    """Per partition over the observation window: lag (records, seconds) and rates (records/s)."""
 
-    lag_records: float
-    lag_seconds: float
-    input_rate: float
-    processed_rate: float
+    names: Sequence[TopicPartition]
+    lag_records: np.ndarray
+    lag_seconds: np.ndarray
+    input_rate: np.ndarray
+    processed_rate: np.ndarray
+    totals: dict[str, float] = field(default_factory=dict, repr=False)  # column sums, filled lazily
+
+    def __post_init__(self) -> None:
+        size = len(self.names)
+        for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate"):
+            column = getattr(self, name)
+            if type(column) is not np.ndarray or column.dtype != np.float64:
+                column = _column(column)
+                object.__setattr__(self, name, column)
+            if column.shape != (size,):
+                raise ValueError(f"{name} has {column.size} values for {size} partitions")
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[TopicPartition, tuple[float, float, float, float]]) -> PartitionStats:
+        """From {partition: (lag_records, lag_seconds, input_rate, processed_rate)}."""
+        columns = np.array(list(rows.values()), dtype=np.float64).reshape(-1, 4).T
+        return cls(tuple(rows), *columns)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    total = _total
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TaskStats:
-    """One virtual task over the window: its rate, time per record and busy fraction (0..1)."""
+    """Per virtual task over the window; `partition` indexes `PartitionStats.names`.
 
-    lag_records: float
-    processed_rate: float
-    process_seconds: float
-    busy: float
+    `process_seconds` is the time one record takes, `busy` the fraction of the window spent
+    processing (0..1), so `processed_rate / busy` is what the task could do flat out.
+    """
+
+    names: Sequence[str]
+    partition: np.ndarray
+    lag_records: np.ndarray
+    processed_rate: np.ndarray
+    process_seconds: np.ndarray
+    busy: np.ndarray
+    totals: dict[str, float] = field(default_factory=dict, repr=False)  # column sums, filled lazily
+
+    def __post_init__(self) -> None:
+        size = len(self.names)
+        for name in ("partition", "lag_records", "processed_rate", "process_seconds", "busy"):
+            column = getattr(self, name)
+            dtype = np.int64 if name == "partition" else np.float64
+            if type(column) is not np.ndarray or column.dtype != dtype:
+                column = np.asarray(column, dtype=dtype)
+                object.__setattr__(self, name, column)
+            if column.shape != (size,):
+                raise ValueError(f"{name} has {column.size} values for {size} virtual tasks")
+
+    @classmethod
+    def empty(cls) -> TaskStats:
+        return cls((), [], [], [], [], [])
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    total = _total
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Observation:
     time: float
     factor: int
-    partitions: Mapping[TopicPartition, PartitionStats]
-    tasks: Mapping[str, TaskStats] = field(default_factory=dict)
+    partitions: PartitionStats
+    tasks: TaskStats = field(default_factory=TaskStats.empty)
     since_rescale_s: float = math.inf
     restart_downtime_s: float = 2.0
     complete: bool = True  # False when the collector got only part of the series
@@ -52,26 +122,43 @@ class Observation:
 
     @property
     def lag_records(self) -> float:
-        return sum(p.lag_records for p in self.partitions.values())
+        return self.partitions.total("lag_records")
 
     @property
     def input_rate(self) -> float:
-        return sum(p.input_rate for p in self.partitions.values())
+        return self.partitions.total("input_rate")
 
     @property
     def processed_rate(self) -> float:
-        return sum(p.processed_rate for p in self.partitions.values())
+        return self.partitions.total("processed_rate")
+
+    @property
+    def task_capacity(self) -> float | None:
+        """Records/s one virtual task manages flat out: Σ processed rate / Σ busy fraction.
+
+        (Properties, not cached_property: the sums are cached in the stats' `totals`, and 3.11's
+        cached_property takes a lock on every access.)
+
+        Summing before dividing weights each task by how busy it was, so nearly idle tasks (whose
+        ratio is mostly noise) count for little; None when no task was measurably busy.
+        """
+        busy = self.tasks.total("busy")
+        if busy < 0.01:
+            return None
+        return self.tasks.total("processed_rate") / busy
 
     def problems(self) -> list[str]:
         """Why this observation cannot be trusted (empty when it can)."""
         found = []
         if not self.complete:
             found.append("partial metrics")
-        if not self.partitions:
+        if not len(self.partitions):
             found.append("no partitions observed")
-        numbers = [v for p in self.partitions.values() for v in vars(p).values()]
-        numbers += [v for t in self.tasks.values() for v in vars(t).values()]
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in numbers):
+        p, t = self.partitions, self.tasks
+        # One sum per column: NaN or ±inf anywhere makes the total non-finite.
+        total = sum(p.total(c) for c in ("lag_records", "lag_seconds", "input_rate", "processed_rate"))
+        total += sum(t.total(c) for c in ("lag_records", "processed_rate", "process_seconds", "busy"))
+        if not math.isfinite(total):
             found.append("missing or NaN values")
         return found
 
@@ -101,4 +188,11 @@ def factor_for(workers: float, partitions: int) -> int:
 def positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"policy setting {name} must be a number > 0, not {value!r}")
+    return float(value)
+
+
+def fraction(name: str, value: float) -> float:
+    positive(name, value)
+    if value > 1:
+        raise ValueError(f"policy setting {name} must be in (0, 1], not {value!r}")
     return float(value)

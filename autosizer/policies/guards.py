@@ -55,7 +55,9 @@ class Guards:
             target = max(target, current // self.max_step)
         details = {"wish": wish.factor, "policy": wish.reason, **wish.details}
         if target == current:
-            return Decision(current, f"hold: {wish.reason}", details), replace(state, scale_down_since=None)
+            if state.scale_down_since is not None:
+                state = replace(state, scale_down_since=None)
+            return Decision(current, f"hold: {wish.reason}", details), state
         if observation.since_rescale_s < self.cooldown_s:
             return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
                                      f"last rescale < {self.cooldown_s:.0f}s", details), state

@@ -10,23 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from autosizer.policies.base import Decision, Observation, factor_for, positive
+from autosizer.policies.base import (
+    Decision,
+    Observation,
+    factor_for,
+    fraction,
+    positive,
+)
 
 
 class Utilization:
     name = "utilization"
 
     def __init__(self, target_utilization: float = 0.7, catch_up_seconds: float = 300.0):
-        self.target = positive("target_utilization", target_utilization)
-        if self.target > 1:
-            raise ValueError(f"target_utilization must be in (0, 1], not {target_utilization!r}")
+        self.target = fraction("target_utilization", target_utilization)
         self.catch_up = positive("catch_up_seconds", catch_up_seconds)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
-        rates = [t.processed_rate / t.busy for t in observation.tasks.values() if t.busy > 0.01]
-        if not rates:
+        per_task = observation.task_capacity
+        if per_task is None:
             return Decision(observation.factor, "hold: no busy virtual task to measure capacity"), state
-        per_task = sum(rates) / len(rates)
         target = (
             observation.input_rate / self.target
             + observation.lag_records / self.catch_up

@@ -6,6 +6,7 @@ import math
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,9 +24,11 @@ from autosizer.policies.base import factor_for
 
 
 def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, partitions=4, **extra):
-    parts = {("orders", p): PartitionStats(lag / partitions, 1.0, input_rate / partitions, input_rate / partitions)
-             for p in range(partitions)}
-    tasks = {f"t{i}": TaskStats(0.0, task_rate * busy, 1 / task_rate, busy) for i in range(partitions * factor)}
+    parts = PartitionStats.from_rows({("orders", p): (lag / partitions, lag / max(input_rate, 1e-3), input_rate / partitions,
+                                                      input_rate / partitions) for p in range(partitions)})
+    n = partitions * factor
+    tasks = TaskStats([f"t{i}" for i in range(n)], np.arange(n) // factor, [0.0] * n,
+                      [task_rate * busy] * n, [1 / task_rate] * n, [busy] * n)
     return Observation(time=extra.pop("time", 0.0), factor=factor, partitions=parts, tasks=tasks, **extra)
 
 
@@ -51,7 +54,7 @@ def test_utilization_is_flinks_capacity_formula():
 def test_bad_settings_and_unknown_policies_are_refused():
     with pytest.raises(ValueError, match="lag_threshold must be a number > 0"):
         load_policy("lag-threshold", {"lag_threshold": 0})
-    with pytest.raises(ValueError, match="unknown policy 'nope': installed policies are lag-threshold"):
+    with pytest.raises(ValueError, match="unknown policy .nope.: installed policies are autosizer, lag-threshold"):
         load_policy("nope")
     with pytest.raises(ValueError, match="unexpected keyword"):
         load_policy("utilization", {"speed": 1})
@@ -96,7 +99,7 @@ def test_bad_data_always_holds(kind, current, wish):
     elif kind == "stale":
         obs = observe(factor=current, age_s=3600)
     else:
-        obs = Observation(time=0, factor=current, partitions={})
+        obs = Observation(time=0, factor=current, partitions=PartitionStats.from_rows({}))
     decision, _ = Guards(cooldown_s=0, scale_down_delay_s=0).apply(obs, Decision(wish, "wish"))
     assert decision.factor == current
     assert decision.reason.startswith("hold:")
@@ -132,3 +135,40 @@ def test_cooldown_and_lazy_scale_down():
     _, state = guards.apply(observe(factor=8, time=100), Decision(8, "same"), state)
     down, _ = guards.apply(observe(factor=8, time=650), Decision(2, "less"), state)
     assert down.factor == 8
+
+
+def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_ceiling():
+    policy = load_policy("autosizer")
+    # At F=4 each task manages 400/s; after the move to 8 each manages 200/s (CPU-bound): the
+    # job's capacity did not grow.
+    _, state = policy.decide(observe(factor=4, input_rate=6000, task_rate=400, busy=0.9, time=0))
+    decision, state = policy.decide(observe(factor=8, input_rate=6000, task_rate=200, busy=0.95,
+                                            time=300, since_rescale_s=15), state)
+    assert decision.factor == 8 and "settling" in decision.reason
+    decision, state = policy.decide(observe(factor=8, input_rate=6000, task_rate=200, busy=0.95,
+                                            time=390, since_rescale_s=105), state)
+    assert decision.factor == 4 and "ceiling" in decision.reason
+    # Later, more input would want more tasks, but the ceiling holds for ceiling_memory_s.
+    decision, _ = policy.decide(observe(factor=4, input_rate=9000, task_rate=400, busy=1.0,
+                                        time=900, since_rescale_s=500), state)
+    assert decision.factor == 4 and "learned ceiling" in decision.reason
+
+
+def test_autosizer_never_scales_down_while_catching_up_and_leaves_a_hot_key_out():
+    policy = load_policy("autosizer")
+    backlog = observe(factor=8, input_rate=100, task_rate=400, busy=1.0, lag=50_000)
+    decision, _ = policy.decide(backlog)
+    assert decision.factor == 8 and "catching up" in decision.reason
+    quiet, _ = policy.decide(observe(factor=8, input_rate=100, task_rate=400, busy=0.1))
+    assert quiet.factor == 1
+    # One task holds 90% of the lag: more buckets cannot split its key, so it is left out.
+    hot = observe(factor=2, input_rate=1000, task_rate=400, busy=0.8, lag=10_000)
+    lags = np.full(len(hot.tasks), 1000 / (len(hot.tasks) - 1))
+    lags[0] = 9000
+    tasks = TaskStats(hot.tasks.names, hot.tasks.partition, lags, hot.tasks.processed_rate,
+                      hot.tasks.process_seconds, hot.tasks.busy)
+    hot = Observation(time=0, factor=2, partitions=hot.partitions, tasks=tasks)
+    decision, _ = policy.decide(hot)
+    assert "hot key in t0" in decision.reason and decision.details["lag"] == pytest.approx(1000)
+    with pytest.raises(ValueError, match="must be below target_utilization"):
+        load_policy("autosizer", {"scale_down_utilization": 0.9})

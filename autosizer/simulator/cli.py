@@ -1,0 +1,125 @@
+"""`autosizer simulate`: replay a workload against policies and print the comparison.
+
+Results go to stdout (the table) and to files (`--plot`, `--markdown`); progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import Any
+
+from autosizer.policies import Guards, policy_names
+from autosizer.simulator import workloads
+from autosizer.simulator.job import JobModel, KeySkew
+from autosizer.simulator.traces import load_trace, trace_names
+
+DEFAULT_POLICIES = ("autosizer", "utilization", "lag-threshold")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("workload")
+    pick = source.add_mutually_exclusive_group()
+    pick.add_argument("--trace", help=f"a suite trace ({', '.join(trace_names())}) or a .toml path")
+    pick.add_argument("--workload", choices=sorted(workloads.BUILTIN), default="diurnal")
+    source.add_argument("--days", type=float, help="length in days")
+    source.add_argument("--hours", type=float, help="length in hours")
+    source.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a workload setting, e.g. mean=20000, path=rates.csv, query=...")
+    job = parser.add_argument_group("job (defaults: 64 partitions, 10 ms per record)")
+    job.add_argument("--partitions", type=int)
+    job.add_argument("--process-ms", type=float, help="mean time per record")
+    job.add_argument("--cpu-fraction", type=float, help="share of that time on a CPU (0 = I/O-bound)")
+    job.add_argument("--cores", type=int)
+    job.add_argument("--downtime", type=float, help="restart downtime in seconds")
+    job.add_argument("--start-factor", type=int)
+    job.add_argument("--zipf", type=float, help="key popularity exponent (0 = uniform)")
+    job.add_argument("--hot-key-share", type=float, help="one key's share of partition 0")
+    run = parser.add_argument_group("policies and output")
+    run.add_argument("--policy", action="append", metavar="NAME",
+                     help=f"repeat to compare; installed: {', '.join(policy_names())}")
+    run.add_argument("--set", action="append", default=[], metavar="POLICY.KEY=VALUE",
+                     help="a policy setting, e.g. utilization.target_utilization=0.6")
+    run.add_argument("--sweep", action="append", default=[], metavar="POLICY.KEY=V1,V2",
+                     help="run the policy once per value (several --sweep multiply)")
+    run.add_argument("--guard", action="append", default=[], metavar="KEY=VALUE",
+                     help="a guard setting, e.g. cooldown_s=120")
+    run.add_argument("--tick", type=int, default=15, help="seconds between decisions")
+    run.add_argument("--slo", type=float, default=30.0, help="lag SLO in seconds")
+    run.add_argument("--seed", type=int, default=7)
+    run.add_argument("--plot", help="write the timeline PNG here")
+    run.add_argument("--markdown", help="also write the table as markdown here")
+    run.add_argument("--json", action="store_true", help="print the scores as JSON")
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, Any]:
+    found = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} takes KEY=VALUE, not {item!r}")
+        found[key.strip()] = value
+    return found
+
+
+def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workloads.Workload]:
+    from autosizer.simulator.sweep import parse_value
+
+    params = {k: parse_value(v) for k, v in _pairs(args.param, "--param").items()}
+    if args.days or args.hours:
+        params["seconds"] = (args.days or 0) * 86400 + (args.hours or 0) * 3600
+    if args.trace:
+        trace = load_trace(args.trace)
+        name, job, workload = trace.name, trace.job, trace.workload
+        if params:
+            raise ValueError("--param/--days/--hours apply to --workload; edit the trace file instead")
+    else:
+        name, job = args.workload, JobModel()
+        workload = workloads.build(args.workload, **params)
+    overrides = {"partitions": args.partitions, "cpu_fraction": args.cpu_fraction,
+                 "cores": args.cores, "restart_downtime_s": args.downtime,
+                 "start_factor": args.start_factor,
+                 "process_seconds": args.process_ms / 1000 if args.process_ms else None}
+    job = replace(job, **{k: v for k, v in overrides.items() if v is not None})
+    if args.zipf is not None or args.hot_key_share is not None:
+        skew = replace(job.skew, **{k: v for k, v in (("zipf", args.zipf),
+                                                        ("hot_key_share", args.hot_key_share)) if v is not None})
+        job = replace(job, skew=KeySkew(**vars(skew)))
+    return name, job, workload
+
+
+def run(args: argparse.Namespace) -> None:
+    # Imported here: numba and tqdm cost every other command half a second at start-up.
+    from autosizer.simulator import report
+    from autosizer.simulator.scores import score
+    from autosizer.simulator.sweep import compare, parse_value, variants
+
+    name, job, workload = _job_and_workload(args)
+    settings: dict[str, dict[str, Any]] = {}
+    for key, value in _pairs(args.set, "--set").items():
+        policy, _, setting = key.partition(".")
+        if not setting:
+            raise ValueError(f"--set takes POLICY.KEY=VALUE, not {key!r}")
+        settings.setdefault(policy, {})[setting] = parse_value(value)
+    sweeps = {}
+    for key, values in _pairs(args.sweep, "--sweep").items():
+        if "." not in key:
+            raise ValueError(f"--sweep takes POLICY.KEY=V1,V2, not {key!r}")
+        sweeps[key] = [parse_value(v) for v in values.split(",")]
+    guards = Guards(**{k: parse_value(v) for k, v in _pairs(args.guard, "--guard").items()})
+    names = args.policy or list(DEFAULT_POLICIES)
+    runs = compare(workload, job, variants(names, settings, sweeps), guards, args.tick, args.seed)
+    scores = [score(r, args.slo) for r in runs]
+    if args.json:
+        sys.stdout.write(json.dumps([s.row() for s in scores], indent=2) + "\n")
+    else:
+        sys.stdout.write(f"{name}: {workload.seconds / 3600:g} h, {job.partitions} partitions, "
+                         f"SLO {args.slo:g} s\n{report.table(scores)}\n")
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(report.table(scores, markdown=True) + "\n")
+    if args.plot:
+        report.plot(runs, args.plot, args.slo, title=f"{name}, {job.partitions} partitions")
+        sys.stdout.write(f"plot: {args.plot}\n")

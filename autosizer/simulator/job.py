@@ -1,0 +1,130 @@
+"""The simulated job: partitions, key skew, per-record work and the cluster it runs on.
+
+Keys are spread over partitions and buckets with the pipeline's own `key_hashes`, so the bucket
+imbalance a simulated factor sees is the one the real job would see. Each partition is modelled
+as two queues: its hottest virtual task, and the other F − 1 tasks sharing the rest evenly. That
+is enough to show a hot key (one queue that no factor splits) without a queue per task.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from autosizer.elasticity import FACTORS, validate_factor
+from autosizer.elasticity.buckets import key_hashes
+
+
+@dataclass(frozen=True)
+class KeySkew:
+    """How keys are distributed: `zipf` 0 is uniform; `hot_key_share` puts one key in front."""
+
+    keys: int = 2000
+    zipf: float = 0.0
+    hot_key_share: float = 0.0  # of its partition's traffic
+    hot_partition: int = 0
+
+    def __post_init__(self) -> None:
+        if self.keys < 1:
+            raise ValueError(f"keys must be >= 1, not {self.keys!r}")
+        if self.zipf < 0:
+            raise ValueError(f"zipf must be >= 0, not {self.zipf!r}")
+        if not 0 <= self.hot_key_share < 1:
+            raise ValueError(f"hot_key_share must be in [0, 1), not {self.hot_key_share!r}")
+
+
+@dataclass(frozen=True)
+class JobModel:
+    partitions: int = 64
+    process_seconds: float = 0.01  # mean time one record takes
+    process_cv: float = 1.0  # its coefficient of variation (1 = exponential)
+    cpu_fraction: float = 0.0  # share of that time on a CPU: 0 is I/O-bound work
+    cores: int = 16  # cores of the job's executors; only matters when cpu_fraction > 0
+    restart_downtime_s: float = 5.0
+    partition_limit: float = math.inf  # records/s one partition can be read at
+    tasks_per_slot: int = 8  # virtual tasks (threads) per executor slot, for the slot cost
+    start_factor: int = 1
+    skew: KeySkew = field(default_factory=KeySkew)
+
+    def __post_init__(self) -> None:
+        checks = {
+            "partitions": self.partitions >= 1,
+            "process_seconds": self.process_seconds > 0,
+            "process_cv": self.process_cv >= 0,
+            "cpu_fraction": 0 <= self.cpu_fraction <= 1,
+            "cores": self.cores >= 1,
+            "restart_downtime_s": self.restart_downtime_s >= 0,
+            "partition_limit": self.partition_limit > 0,
+            "tasks_per_slot": self.tasks_per_slot >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
+        validate_factor(self.start_factor)
+
+    @cached_property
+    def _keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per key: (weight, hash). Weights sum to 1 over the topic."""
+        count = self.skew.keys * self.partitions
+        names = [f"key-{i}".encode() for i in range(count)]
+        hashes = key_hashes(names, np.zeros(count, dtype=np.int64))
+        weights = 1.0 / np.arange(1, count + 1, dtype=np.float64) ** self.skew.zipf
+        return weights / weights.sum(), hashes
+
+    @cached_property
+    def _partition_of_key(self) -> np.ndarray:
+        # The high half of the hash stands in for the producer's partitioner (independent bits).
+        return ((self._keys[1] >> np.uint64(32)) % np.uint64(self.partitions)).astype(np.int64)
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """Each partition's share of the topic's input."""
+        return np.bincount(self._partition_of_key, self._keys[0], self.partitions)
+
+    def hot_shares(self) -> dict[int, np.ndarray]:
+        """Per factor: each partition's largest bucket share, hot key included."""
+        return self._hot_shares
+
+    @cached_property
+    def _hot_shares(self) -> dict[int, np.ndarray]:
+        weights, hashes = self._keys
+        part = self._partition_of_key
+        within = weights / self.weights[part]
+        hot = self.skew.hot_key_share
+        hot_p = self.skew.hot_partition % self.partitions
+        if hot:
+            within = np.where(part == hot_p, within * (1 - hot), within)
+        hot_hash = int(key_hashes([b"hot-key"], [0])[0])
+        shares = {}
+        for factor in FACTORS:
+            buckets = (hashes & np.uint64(factor - 1)).astype(np.int64)
+            sums = np.bincount(part * factor + buckets, within, self.partitions * factor)
+            sums = sums.reshape(self.partitions, factor)
+            if hot:
+                sums[hot_p, hot_hash & (factor - 1)] += hot
+            shares[factor] = sums.max(axis=1)
+        return shares
+
+    def task_rate(self, factor: int) -> float:
+        """Records/s one virtual task manages flat out at `factor`: CPU-bound work shares the cores."""
+        per_task = 1.0 / self.process_seconds
+        if self.cpu_fraction:
+            tasks = self.partitions * factor
+            per_task *= min(1.0, self.cores / (tasks * self.cpu_fraction))
+        return per_task
+
+    def useful_factor(self) -> int:
+        """The largest factor that still adds capacity (CPU-bound work stops at the cores)."""
+        if not self.cpu_fraction:
+            return FACTORS[-1]
+        best = FACTORS[0]
+        for factor in FACTORS:
+            if self.partitions * factor * self.task_rate(factor) > 1.0001 * self.partitions * best * self.task_rate(best):
+                best = factor
+        return best
+
+    def slots(self, factor: int) -> int:
+        return math.ceil(self.partitions * factor / self.tasks_per_slot)

@@ -1,0 +1,156 @@
+"""Input rates over time, one value per second, for the whole topic.
+
+A workload also lists the times its rate changes on purpose (`changes`), so a score can count
+the rescales a policy needed to settle after each one. Noise is multiplicative, seeded, and the
+same for every policy run on the workload, so policies are compared on identical traffic.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DAY = 86_400
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    name: str
+    rate: np.ndarray  # records/s, one value per second
+    changes: tuple[int, ...] = field(default=())  # seconds at which the rate changes on purpose
+
+    @property
+    def seconds(self) -> int:
+        return len(self.rate)
+
+
+def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[int, ...] = ()) -> Workload:
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, not {noise!r}")
+    if noise:
+        rate = rate * np.random.default_rng(seed).normal(1.0, noise, rate.size).clip(0.0)
+    return Workload(name, np.maximum(rate, 0.0), changes)
+
+
+def _seconds(value: float, name: str) -> int:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0 seconds, not {value!r}")
+    return int(value)
+
+
+def constant(rate: float = 5000, seconds: float = 3600, noise: float = 0.05, seed: int = 1) -> Workload:
+    return _noisy("constant", np.full(_seconds(seconds, "seconds"), float(rate)), noise, seed)
+
+
+def step(before: float = 2000, after: float = 6000, at: float = 1800, seconds: float = 7200,
+         noise: float = 0.05, seed: int = 1) -> Workload:
+    rate = np.full(_seconds(seconds, "seconds"), float(before))
+    rate[int(at):] = after
+    return _noisy("step", rate, noise, seed, (int(at),))
+
+
+def ramp(start: float = 1000, end: float = 8000, begin: float = 600, finish: float = 6600, seconds: float = 7200,
+         noise: float = 0.05, seed: int = 1) -> Workload:
+    t = np.arange(_seconds(seconds, "seconds"))
+    rate = np.interp(t, [begin, finish], [start, end])
+    return _noisy("ramp", rate, noise, seed)
+
+
+def diurnal(mean: float = 20000, amplitude: float = 0.6, seconds: float = 7 * DAY,
+            peak_hour: float = 14, noise: float = 0.05, seed: int = 1) -> Workload:
+    """A daily sine: mean·(1 + amplitude·cos(2π(t − peak)/day)); amplitude in [0, 1)."""
+    if not 0 <= amplitude < 1:
+        raise ValueError(f"amplitude must be in [0, 1), not {amplitude!r}")
+    t = np.arange(_seconds(seconds, "seconds"))
+    rate = mean * (1 + amplitude * np.cos(2 * math.pi * (t - peak_hour * 3600) / DAY))
+    return _noisy("diurnal", rate, noise, seed)
+
+
+def flash_crowd(base: float = 2000, peak: float = 10000, at: float = 1800, rise: float = 60, hold: float = 900,
+                decay: float = 600, seconds: float = 7200, noise: float = 0.05, seed: int = 1) -> Workload:
+    """Base rate, a fast rise to `peak`, a plateau, then an exponential decay back to base."""
+    t = np.arange(_seconds(seconds, "seconds"), dtype=np.float64)
+    up = np.clip((t - at) / max(rise, 1), 0, 1)
+    down = np.where(t > at + rise + hold, np.exp(-(t - at - rise - hold) / max(decay, 1)), 1.0)
+    rate = base + (peak - base) * up * down
+    return _noisy("flash-crowd", rate, noise, seed, (int(at),))
+
+
+def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "time") -> Workload:
+    """Replay a CSV of rates; rows are resampled to 1 s (linear) when a time column is given."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        raise ValueError(f"{path}: no rows; expected a header with a {column!r} column")
+    if column not in rows[0]:
+        raise ValueError(f"{path}: no {column!r} column (columns: {', '.join(rows[0])}); pass --column")
+    try:
+        values = np.array([float(r[column]) for r in rows])
+        if time_column and time_column in rows[0]:
+            times = np.array([float(r[time_column]) for r in rows])
+            times -= times[0]
+            values = np.interp(np.arange(int(times[-1]) + 1), times, values)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}; every {column!r} value must be a number") from None
+    return Workload(Path(path).stem, np.maximum(values, 0.0))
+
+
+def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15) -> Workload:
+    """Replay real history: a range query whose series are summed, resampled to 1 s."""
+    from prometheus_api_client import PrometheusConnect  # optional at import time: pandas-heavy
+
+    try:
+        result = PrometheusConnect(url=url, disable_ssl=True).custom_query_range(
+            query, start_time=_when(start), end_time=_when(end), step=str(step_s))
+    except Exception as exc:  # the client raises requests' and its own errors
+        raise ValueError(f"Prometheus range query at {url} failed ({exc}); check the URL and the query") from None
+    if not result:
+        raise ValueError(f"Prometheus returned no series for {query!r} between {start} and {end}")
+    points: dict[float, float] = {}
+    for series in result:
+        for stamp, value in series["values"]:
+            points[float(stamp)] = points.get(float(stamp), 0.0) + float(value)
+    times = np.array(sorted(points))
+    values = np.array([points[t] for t in times])
+    seconds = np.arange(int(times[-1] - times[0]) + 1)
+    return Workload("prometheus", np.maximum(np.interp(seconds, times - times[0], values), 0.0))
+
+
+def _when(value: Any) -> datetime:
+    """Epoch seconds, ISO 8601 text or a datetime (the client wants datetimes)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=UTC)
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
+
+
+BUILTIN: dict[str, Callable[..., Workload]] = {
+    "constant": constant,
+    "step": step,
+    "ramp": ramp,
+    "diurnal": diurnal,
+    "flash-crowd": flash_crowd,
+    "csv": from_csv,
+    "prometheus": from_prometheus,
+}
+
+
+def build(kind: str, **settings: Any) -> Workload:
+    """A workload by kind and settings, as in a trace file or on the command line."""
+    if kind not in BUILTIN:
+        raise ValueError(f"unknown workload {kind!r}: use one of {', '.join(BUILTIN)}")
+    try:
+        return BUILTIN[kind](**settings)
+    except TypeError as exc:
+        raise ValueError(f"workload {kind!r}: {exc}") from None

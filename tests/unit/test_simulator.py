@@ -1,0 +1,134 @@
+"""The simulator's parts: workloads, the job model, the queue model, scores, traces and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from autosizer.controller.cli import main
+from autosizer.policies import Decision, Guards
+from autosizer.simulator import workloads
+from autosizer.simulator.engine import Rescale, Run, simulate
+from autosizer.simulator.job import JobModel, KeySkew
+from autosizer.simulator.scores import score
+from autosizer.simulator.traces import load_trace, trace_names
+
+
+class Fixed:
+    """A policy that always wants one factor, to drive the model by hand."""
+
+    name = "fixed"
+
+    def __init__(self, factor: int):
+        self.factor = factor
+
+    def decide(self, observation, state=None):
+        return Decision(self.factor, "fixed"), state
+
+
+def test_lag_follows_the_queue_arithmetic_exactly():
+    # 4 partitions at 10 ms per record: 100/s per task. Input 600/s over F=1 (400/s) grows the lag
+    # by 200 records every second; nothing is noisy (cv 0, noise 0).
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=50))
+    run = simulate(workloads.constant(600, seconds=60, noise=0), job, Fixed(1), tick_s=15)
+    assert np.allclose(run.lag_records, 200 * np.arange(1, 61))
+    assert run.factor.tolist() == [1] * 60 and not run.rescales
+
+
+def test_a_rescale_pauses_processing_for_the_restart_downtime():
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, restart_downtime_s=5,
+                   skew=KeySkew(keys=2000))
+    guards = Guards(cooldown_s=0, scale_down_delay_s=0)
+    run = simulate(workloads.constant(300, seconds=120, noise=0), job, Fixed(4), guards, tick_s=15)
+    assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 4)]
+    # After the rescale at 15 s nothing is processed for 5 s: 300 records/s pile up, then drain.
+    assert np.allclose(run.lag_records[15:20], 300 * np.arange(1, 6))
+    assert run.lag_records[-1] == 0
+    assert run.factor[14] == 1 and run.factor[15] == 4
+
+
+def test_key_skew_and_hot_keys_shape_the_buckets():
+    uniform = JobModel(partitions=8, skew=KeySkew(keys=5000)).hot_shares()
+    assert all(abs(uniform[f].mean() * f - 1) < 0.2 for f in (2, 4, 8))
+    hot = JobModel(partitions=8, skew=KeySkew(hot_key_share=0.6, hot_partition=3)).hot_shares()
+    assert all(hot[f][3] >= 0.6 for f in (1, 2, 64, 1024))  # no factor splits one key
+    zipf = JobModel(partitions=8, skew=KeySkew(zipf=1.2)).weights
+    assert zipf.max() > 2 / 8 and np.isclose(zipf.sum(), 1)
+
+
+def test_cpu_bound_work_stops_scaling_at_the_cores():
+    job = JobModel(partitions=16, process_seconds=0.02, cpu_fraction=1.0, cores=64)
+    assert job.useful_factor() == 4
+    capacity = {f: 16 * f * job.task_rate(f) for f in (1, 2, 4, 8, 16)}
+    assert capacity[4] == capacity[16] == 64 / 0.02
+    assert JobModel(cpu_fraction=0.0).useful_factor() == 1024
+
+
+def test_scores_count_reversals_and_rescales_to_converge():
+    workload = workloads.step(100, 200, at=100, seconds=8000, noise=0)
+    factor = np.ones(8000, dtype=np.int32)
+    run = Run("p", workload, JobModel(partitions=2), 15, np.zeros(8000), np.zeros(8000), factor,
+              [Rescale(50, 1, 2, ""), Rescale(200, 2, 4, ""), Rescale(1000, 4, 2, ""),
+               Rescale(7000, 2, 1, "")])
+    run.lag_seconds[:40] = 100.0
+    result = score(run, slo_s=30)
+    assert result.violation_s == 40
+    assert result.rescales == 4
+    assert result.reversals_1h == 1  # 2 -> 4 then 4 -> 2 within an hour; 7000 s is not
+    assert result.converge_rescales == 3  # after the step at 100 s
+
+
+def test_workloads_are_seeded_and_validated(tmp_path):
+    a, b = workloads.diurnal(seconds=86400), workloads.diurnal(seconds=86400)
+    assert np.array_equal(a.rate, b.rate)
+    assert workloads.step().changes == (1800,)
+    with pytest.raises(ValueError, match="unknown workload 'sine'"):
+        workloads.build("sine")
+    with pytest.raises(ValueError, match="amplitude"):
+        workloads.build("diurnal", amplitude=1.5)
+    path = tmp_path / "rates.csv"
+    path.write_text("time,rate\n0,100\n10,200\n")
+    replay = workloads.build("csv", path=str(path))
+    assert replay.seconds == 11 and replay.rate[5] == 150
+    with pytest.raises(ValueError, match="no 'records' column"):
+        workloads.build("csv", path=str(path), column="records")
+
+
+def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
+    assert {"step-up", "step-down", "diurnal", "flash-crowd", "slow-ramp", "hot-key",
+            "cpu-bound"} <= set(trace_names())
+    for name in trace_names():
+        assert load_trace(name).workload.seconds > 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[job]\npartitions = 4\n")
+    with pytest.raises(ValueError, match="needs a \\[workload\\] table"):
+        load_trace(str(bad))
+    with pytest.raises(ValueError, match="unknown trace 'nope'"):
+        load_trace("nope")
+
+
+def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path, capsys):
+    plot, markdown = tmp_path / "out.png", tmp_path / "table.md"
+    code = main(["simulate", "--trace", "step-up", "--plot", str(plot), "--markdown", str(markdown),
+                 "--sweep", "utilization.target_utilization=0.6,0.8", "--policy", "autosizer",
+                 "--policy", "utilization"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "utilization target_utilization=0.6" in out and "utilization target_utilization=0.8" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert markdown.read_text().startswith("| policy | violation_s |")
+    assert main(["simulate", "--workload", "constant", "--hours", "1", "--partitions", "4",
+                 "--policy", "lag-threshold", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["policy"] == "lag-threshold" and "violation_s" in rows[0]
+
+
+def test_simulate_command_refuses_bad_input_in_one_line(capsys):
+    assert main(["simulate", "--workload", "constant", "--param", "rate"]) == 2
+    assert "--param takes KEY=VALUE" in capsys.readouterr().err
+    assert main(["simulate", "--policy", "nope"]) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err
+    assert main(["simulate", "--set", "autosizer.target_utilization=2"]) == 2
+    assert "target_utilization must be in (0, 1]" in capsys.readouterr().err

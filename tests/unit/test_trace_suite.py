@@ -1,0 +1,67 @@
+"""The default policy's goals against the two baselines, over the whole trace suite.
+
+Goals that name one kind of trace are checked on it; the comparative ones (fewer rescales, no
+more violation, less violation at no more cost) on the suite's totals, since a policy is chosen
+for a fleet of jobs rather than one trace.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autosizer.policies import load_policy
+from autosizer.simulator.engine import simulate
+from autosizer.simulator.scores import score
+from autosizer.simulator.traces import load_trace, trace_names
+
+POLICIES = ("autosizer", "utilization", "lag-threshold")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    found = {}
+    for name in trace_names():
+        trace = load_trace(name)
+        for policy in POLICIES:
+            run = simulate(trace.workload, trace.job, load_policy(policy))
+            found[name, policy] = (run, score(run))
+    return found
+
+
+def total(suite, policy, field):
+    return sum(getattr(s, field) for (_, p), (_, s) in suite.items() if p == policy)
+
+
+@pytest.mark.parametrize("trace", ["step-up", "step-down"])
+def test_one_rescale_converges_after_a_step(suite, trace):
+    assert suite[trace, "autosizer"][1].converge_rescales <= 1
+
+
+def test_fewer_rescales_than_utilization_and_no_more_violation(suite):
+    ours, theirs = total(suite, "autosizer", "rescales"), total(suite, "utilization", "rescales")
+    assert ours <= 0.7 * theirs, (ours, theirs)
+    assert total(suite, "autosizer", "violation_s") <= total(suite, "utilization", "violation_s")
+
+
+def test_diurnal_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite):
+    run, result = suite["diurnal", "autosizer"]
+    days = run.factor.size / 86400
+    assert result.rescales <= 4 * days
+    assert result.reversals_1h == 0
+
+
+def test_half_the_violation_of_lag_threshold_at_no_more_cost(suite):
+    assert total(suite, "autosizer", "violation_s") <= 0.5 * total(suite, "lag-threshold", "violation_s")
+    assert total(suite, "autosizer", "task_hours") <= total(suite, "lag-threshold", "task_hours")
+    assert total(suite, "autosizer", "slot_hours") <= total(suite, "lag-threshold", "slot_hours")
+
+
+def test_cpu_bound_work_is_not_scaled_past_the_useful_factor(suite):
+    run, _ = suite["cpu-bound", "autosizer"]
+    useful = load_trace("cpu-bound").job.useful_factor()
+    # It may try one step past the cores once, learns, and settles back at the useful factor.
+    assert run.factor.max() <= 2 * useful
+    assert run.factor[-1] == useful
+    assert sum(1 for r in run.rescales if r.new > useful) <= 1
+    # The utilization baseline, which measures a task's rate at the current factor, keeps going.
+    assert suite["cpu-bound", "utilization"][0].factor.max() > 2 * useful
