@@ -21,7 +21,7 @@ from autosizer.policies import Guards, Observation, PartitionStats, Policy, Task
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
-BLOCK_TICKS = 80
+BLOCK_TICKS = 80  # the longest block; after a rescale blocks start at 5 ticks and double
 PARTITION_COLUMNS = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
 TASK_COLUMNS = ("lag_records", "processed_rate", "process_seconds", "busy")
 
@@ -197,9 +197,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     last_rescale, down_s = -math.inf, 0
     policy_state: Any = None
     guard_state = None
-    t = 0
+    t, block_ticks = 0, BLOCK_TICKS
     while t < total:
-        end = min(total, t + BLOCK_TICKS * tick)
+        end = min(total, t + block_ticks * tick)
         block = model.block(workload.rate[t:end], factor, lag, down_s)
         kept, running = end - t, factor
         for k in range((end - t) // tick):
@@ -215,10 +215,12 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             kept = (k + 1) * tick
             lag = block.lag_end[k]
             factor, last_rescale, down_s = decision.factor, now, int(job.restart_downtime_s)
+            block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:
             lag = block.lag_end[-1]
             down_s = max(0, down_s - kept)
+            block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]
         run.lag_seconds[t:t + kept] = block.lag_seconds[:kept]
         run.factor[t:t + kept] = running
