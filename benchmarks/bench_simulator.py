@@ -31,7 +31,6 @@ def main() -> None:
     args = parser.parse_args()
     workload = workloads.diurnal(seconds=7 * 86400)
     job = JobModel(partitions=64, start_factor=4)
-    job.hot_shares()
     simulate(workloads.constant(seconds=900), job, Fixed())  # load the compiled queue model
     results = {}
     for name in ("fixed", "autosizer", "utilization", "lag-threshold"):

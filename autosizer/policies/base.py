@@ -12,7 +12,7 @@ mostly wants sums, maxima and shares anyway.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,8 +31,20 @@ def _total(stats: PartitionStats | TaskStats, column: str) -> float:
     return found
 
 
-def _column(values: Iterable[float] | np.ndarray) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64)
+PARTITION_COLUMNS = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
+TASK_COLUMNS = ("lag_records", "processed_rate", "process_seconds", "busy")
+
+
+def _as_columns(stats: Any, rows: str, dtypes: Mapping[str, Any]) -> None:
+    """Make each column a numpy array of its dtype (no copy when it is one) and check its length."""
+    size = len(stats.names)
+    for name, dtype in dtypes.items():
+        column = getattr(stats, name)
+        if type(column) is not np.ndarray or column.dtype != dtype:
+            column = np.asarray(column, dtype=dtype)
+            object.__setattr__(stats, name, column)
+        if column.shape != (size,):
+            raise ValueError(f"{name} has {column.size} values for {size} {rows}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,14 +59,7 @@ class PartitionStats:
     totals: dict[str, float] = field(default_factory=dict, repr=False)  # column sums, filled lazily
 
     def __post_init__(self) -> None:
-        size = len(self.names)
-        for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate"):
-            column = getattr(self, name)
-            if type(column) is not np.ndarray or column.dtype != np.float64:
-                column = _column(column)
-                object.__setattr__(self, name, column)
-            if column.shape != (size,):
-                raise ValueError(f"{name} has {column.size} values for {size} partitions")
+        _as_columns(self, "partitions", {c: np.float64 for c in PARTITION_COLUMNS})
 
     @classmethod
     def from_rows(cls, rows: Mapping[TopicPartition, tuple[float, float, float, float]]) -> PartitionStats:
@@ -85,15 +90,7 @@ class TaskStats:
     totals: dict[str, float] = field(default_factory=dict, repr=False)  # column sums, filled lazily
 
     def __post_init__(self) -> None:
-        size = len(self.names)
-        for name in ("partition", "lag_records", "processed_rate", "process_seconds", "busy"):
-            column = getattr(self, name)
-            dtype = np.int64 if name == "partition" else np.float64
-            if type(column) is not np.ndarray or column.dtype != dtype:
-                column = np.asarray(column, dtype=dtype)
-                object.__setattr__(self, name, column)
-            if column.shape != (size,):
-                raise ValueError(f"{name} has {column.size} values for {size} virtual tasks")
+        _as_columns(self, "virtual tasks", {"partition": np.int64, **{c: np.float64 for c in TASK_COLUMNS}})
 
     @classmethod
     def empty(cls) -> TaskStats:
@@ -156,8 +153,7 @@ class Observation:
             found.append("no partitions observed")
         p, t = self.partitions, self.tasks
         # One sum per column: NaN or ±inf anywhere makes the total non-finite.
-        total = sum(p.total(c) for c in ("lag_records", "lag_seconds", "input_rate", "processed_rate"))
-        total += sum(t.total(c) for c in ("lag_records", "processed_rate", "process_seconds", "busy"))
+        total = sum(p.total(c) for c in PARTITION_COLUMNS) + sum(t.total(c) for c in TASK_COLUMNS)
         if not math.isfinite(total):
             found.append("missing or NaN values")
         return found

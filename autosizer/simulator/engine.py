@@ -18,12 +18,11 @@ import numpy as np
 from numba import njit
 
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats
+from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
 BLOCK_TICKS = 80  # the longest block; after a rescale blocks start at 5 ticks and double
-PARTITION_COLUMNS = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
-TASK_COLUMNS = ("lag_records", "processed_rate", "process_seconds", "busy")
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,7 @@ class _Model:
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.inverse_weights = 1.0 / np.maximum(job.weights, 1e-12)
-        self.hot = job.hot_shares()
+        self.hot = job.hot_shares
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names = tuple(("topic", p) for p in range(job.partitions))
 

@@ -84,12 +84,9 @@ class JobModel:
         """Each partition's share of the topic's input."""
         return np.bincount(self._partition_of_key, self._keys[0], self.partitions)
 
+    @cached_property
     def hot_shares(self) -> dict[int, np.ndarray]:
         """Per factor: each partition's largest bucket share, hot key included."""
-        return self._hot_shares
-
-    @cached_property
-    def _hot_shares(self) -> dict[int, np.ndarray]:
         weights, hashes = self._keys
         part = self._partition_of_key
         within = weights / self.weights[part]

@@ -50,9 +50,9 @@ def test_a_rescale_pauses_processing_for_the_restart_downtime():
 
 
 def test_key_skew_and_hot_keys_shape_the_buckets():
-    uniform = JobModel(partitions=8, skew=KeySkew(keys=5000)).hot_shares()
+    uniform = JobModel(partitions=8, skew=KeySkew(keys=5000)).hot_shares
     assert all(abs(uniform[f].mean() * f - 1) < 0.2 for f in (2, 4, 8))
-    hot = JobModel(partitions=8, skew=KeySkew(hot_key_share=0.6, hot_partition=3)).hot_shares()
+    hot = JobModel(partitions=8, skew=KeySkew(hot_key_share=0.6, hot_partition=3)).hot_shares
     assert all(hot[f][3] >= 0.6 for f in (1, 2, 64, 1024))  # no factor splits one key
     zipf = JobModel(partitions=8, skew=KeySkew(zipf=1.2)).weights
     assert zipf.max() > 2 / 8 and np.isclose(zipf.sum(), 1)
