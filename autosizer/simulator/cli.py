@@ -13,7 +13,7 @@ from typing import Any
 
 from autosizer.policies import Guards, policy_names
 from autosizer.simulator import workloads
-from autosizer.simulator.job import JobModel, KeySkew
+from autosizer.simulator.job import JobModel
 from autosizer.simulator.traces import load_trace, trace_names
 
 DEFAULT_POLICIES = ("autosizer", "utilization", "lag-threshold")
@@ -86,7 +86,7 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
     if args.zipf is not None or args.hot_key_share is not None:
         skew = replace(job.skew, **{k: v for k, v in (("zipf", args.zipf),
                                                         ("hot_key_share", args.hot_key_share)) if v is not None})
-        job = replace(job, skew=KeySkew(**vars(skew)))
+        job = replace(job, skew=skew)
     return name, job, workload
 
 

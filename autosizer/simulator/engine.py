@@ -45,7 +45,6 @@ class Run:
     lag_seconds: np.ndarray  # worst partition: its lag over its input rate
     factor: np.ndarray
     rescales: list[Rescale] = field(default_factory=list)
-    holds: dict[str, int] = field(default_factory=dict)  # hold reasons (first words) by count
 
     @property
     def rate(self) -> np.ndarray:
@@ -207,8 +206,6 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             wish, policy_state = policy.decide(observation, policy_state)
             decision, guard_state = guards.apply(observation, wish, guard_state)
             if decision.factor == factor:
-                word = decision.reason.split(",")[0].split(":")[0]
-                run.holds[word] = run.holds.get(word, 0) + 1
                 continue
             run.rescales.append(Rescale(now, factor, decision.factor, decision.reason))
             kept = (k + 1) * tick
