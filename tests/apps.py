@@ -9,3 +9,9 @@ def echo(record):
     """Output the input's identity so the sink shows what was processed and in which order."""
     time.sleep(0.001)
     return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
+
+
+def slow_echo(record):
+    """Like echo with a 5 ms call per record: a job that needs more workers than partitions."""
+    time.sleep(0.005)
+    return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)

@@ -1,4 +1,5 @@
-"""The `autosizer` command line: layouts, checkpoints and startpoints of a job in Redis.
+"""The `autosizer` command line: the daemon and its overrides, layouts, checkpoints, startpoints,
+the pipeline and the simulator.
 
 Every failure is one line on stderr naming the problem and the fix, with exit code 2.
 """
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate_arguments(simulate)
     simulate.set_defaults(run=simulate_run)
+    from autosizer.controller.commands import add_commands
+
+    add_commands(groups, common, _Parser)
     return parser
 
 

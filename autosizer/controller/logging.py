@@ -14,6 +14,7 @@ def configure_logging(level: str = "info", json: bool = False) -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *([structlog.processors.format_exc_info] if json else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),

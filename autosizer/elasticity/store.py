@@ -134,16 +134,16 @@ class MetadataStore:
     # --- layouts -------------------------------------------------------------------------------
 
     def ping(self) -> None:
-        self._call(self.redis.ping)
+        self.call(self.redis.ping)
 
     def current_generation(self) -> int | None:
-        raw = self._call(lambda: self.redis.get(self._current_key))
+        raw = self.call(lambda: self.redis.get(self._current_key))
         return None if raw is None else int(raw)
 
     def layout(self, generation: int | None = None) -> Layout:
         """The layout of `generation`, or the current one."""
         gen = self.current_generation() if generation is None else generation
-        raw = None if gen is None else self._call(lambda: self.redis.get(self.key("layout", gen)))
+        raw = None if gen is None else self.call(lambda: self.redis.get(self.key("layout", gen)))
         if raw is None:
             which = "a current layout" if generation is None else f"layout generation {generation}"
             raise NoLayout(
@@ -169,7 +169,7 @@ class MetadataStore:
             self._write_generation(pipe, cp)
             pipe.set(self._current_key, layout.generation)
 
-        self._call(lambda: self.redis.transaction(txn, self._current_key))
+        self.call(lambda: self.redis.transaction(txn, self._current_key))
         log.info("layout.initialised", job=self.job, generation=layout.generation,
                  factor=layout.factor, tasks=len(layout.virtual_tasks()))
 
@@ -178,7 +178,7 @@ class MetadataStore:
     def checkpoints(self, generation: int | None = None) -> Checkpoints:
         """All tasks' progress for `generation` (default: current), with its layout."""
         layout = self.layout(generation)
-        raw = self._call(lambda: self.redis.hgetall(self.key("checkpoints", layout.generation)))
+        raw = self.call(lambda: self.redis.hgetall(self.key("checkpoints", layout.generation)))
         return Checkpoints.from_task_json(
             layout, {name.decode(): value for name, value in raw.items()}
         )
@@ -199,7 +199,7 @@ class MetadataStore:
         keys = [self._current_key, self.key("checkpoints", generation), self.key("startpoints"),
                 self.key("batch", generation)]
         try:
-            self._call(lambda: self._commit(keys=keys, args=args))
+            self.call(lambda: self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
             if not str(exc).startswith("STALE"):
                 raise
@@ -210,7 +210,7 @@ class MetadataStore:
 
     def committed_batch(self, generation: int) -> int:
         """The number of the last micro-batch committed under `generation` (0: none yet)."""
-        raw = self._call(lambda: self.redis.get(self.key("batch", generation)))
+        raw = self.call(lambda: self.redis.get(self.key("batch", generation)))
         return 0 if raw is None else int(raw)
 
     def migrate(self, old_generation: int, new_layout: Layout) -> Checkpoints:
@@ -245,7 +245,7 @@ class MetadataStore:
             )
             result[:] = [new]
 
-        self._call(
+        self.call(
             lambda: self.redis.transaction(
                 txn, self._current_key, old_cp_key, self.key("startpoints")
             )
@@ -270,19 +270,19 @@ class MetadataStore:
                     f"virtual task {key.task!r} does not read {key.topic}[{key.partition}]: "
                     "pick a task from `autosizer layout show`"
                 )
-        self._call(lambda: self.redis.hset(self.key("startpoints"), key.encode(), startpoint.to_json()))
+        self.call(lambda: self.redis.hset(self.key("startpoints"), key.encode(), startpoint.to_json()))
 
     def startpoints(self) -> dict[StartpointKey, Startpoint]:
-        raw = self._call(lambda: self.redis.hgetall(self.key("startpoints")))
+        raw = self.call(lambda: self.redis.hgetall(self.key("startpoints")))
         return {StartpointKey.decode(k): Startpoint.from_json(v) for k, v in raw.items()}
 
     def clear_startpoints(self, keys: list[StartpointKey] | None = None) -> int:
         """Delete the given startpoints (all when `keys` is None); returns how many went."""
         if keys is None:
-            return int(self._call(lambda: self.redis.delete(self.key("startpoints"))))
+            return int(self.call(lambda: self.redis.delete(self.key("startpoints"))))
         if not keys:
             return 0
-        return int(self._call(lambda: self.redis.hdel(self.key("startpoints"), *[k.encode() for k in keys])))
+        return int(self.call(lambda: self.redis.hdel(self.key("startpoints"), *[k.encode() for k in keys])))
 
     def fan_out_startpoints(
         self, layout: Layout, now_ms: int | None = None, expiry_ms: int = DEFAULT_EXPIRY_MS
@@ -301,7 +301,7 @@ class MetadataStore:
                 pipe.hset(key, mapping={k.encode(): sp.to_json() for k, sp in out.startpoints.items()})
             result[:] = [out]
 
-        self._call(lambda: self.redis.transaction(txn, key))
+        self.call(lambda: self.redis.transaction(txn, key))
         out = result[0]
         for k in out.expired:
             log.warning("startpoint.expired", job=self.job, topic=k.topic, partition=k.partition,
@@ -324,7 +324,7 @@ class MetadataStore:
             return True
 
         return bool(
-            self._call(
+            self.call(
                 lambda: self.redis.transaction(txn, self.key("startpoints"), value_from_callable=True)
             )
         )
@@ -341,7 +341,7 @@ class MetadataStore:
         )
 
     def _passed_startpoints(self, progress: Mapping[str, TaskProgress]) -> list[str]:
-        raw = self._call(lambda: self.redis.hgetall(self.key("startpoints")))
+        raw = self.call(lambda: self.redis.hgetall(self.key("startpoints")))
         out: list[str] = []
         for field, value in raw.items():
             key = StartpointKey.decode(field)
@@ -365,7 +365,8 @@ class MetadataStore:
                 folded.append(field)
         return folded
 
-    def _call(self, fn: Callable[[], T]) -> T:
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run a Redis call of this job, turning connection failures into StoreUnavailable."""
         with self._errors():
             return fn()
 

@@ -262,7 +262,7 @@ class PipelineAgent:
             self._new_query(layout, starts, held, shape)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self._pause_file)
-        self.metrics.started(layout)
+        self.metrics.started(layout, _positions(cp))
         log.info("pipeline.started", job=self.config.job, generation=layout.generation,
                  factor=layout.factor, held=held, resumed_in_place=resumed,
                  seconds=round(time.perf_counter() - began, 3))
@@ -416,9 +416,7 @@ class PipelineAgent:
         sink.finalize(generation, batch)
         self.batches += 1
         self._publish_group_offsets(cp)
-        positions = {(t.name, tp, p): cp.position(t.name, tp, p)
-                     for t in layout.virtual_tasks() for tp, p in t.partitions}
-        self.metrics.observe_batch(progress, wall_ns, positions, time.perf_counter() - began)
+        self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began)
         if self.on_batch is not None:
             self.on_batch(self, progress)
 
@@ -436,3 +434,9 @@ class PipelineAgent:
         self._group.close()
         if self._lag_probe is not None:
             self._lag_probe.close()
+
+
+def _positions(cp: Checkpoints) -> dict[tuple[str, str, int], int | None]:
+    """Every virtual task's next offset per partition: what the lag series are computed from."""
+    return {(t.name, tp, p): cp.position(t.name, tp, p)
+            for t in cp.layout.virtual_tasks() for tp, p in t.partitions}

@@ -6,6 +6,7 @@ histograms built on executors (per-record process time, bucketed in the slot) ar
 Series (labels in braces):
   autosizer_pipeline_lag_records{topic,partition}          high watermark - lowest task position
   autosizer_pipeline_lag_seconds{topic,partition}          age of the oldest unprocessed record
+  autosizer_pipeline_high_watermark{topic,partition}       next offset the broker will write (rate = input)
   autosizer_pipeline_task_lag_records{task,topic,partition} high watermark - the task's position
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
   autosizer_pipeline_records_out_total{task}               outputs the task produced
@@ -57,10 +58,12 @@ class PipelineMetrics(Collector):
 
     # --- updates from the agent ----------------------------------------------------------------
 
-    def started(self, layout: Layout) -> None:
+    def started(self, layout: Layout, positions: Mapping[tuple[str, str, int], int | None]) -> None:
+        """A generation started from these positions: lag is known before its first batch."""
         with self._lock:
             self.layout = layout
             self.started_generations += 1
+            self.positions = dict(positions)
 
     def observe_batch(self, progress: list[TaskProgress], wall_ns: Mapping[str, int],
                       positions: Mapping[tuple[str, str, int], int | None], seconds: float) -> None:
@@ -95,7 +98,8 @@ class PipelineMetrics(Collector):
             if next_offset is not None:
                 tp = (topic, partition)
                 lowest[tp] = min(lowest.get(tp, next_offset), next_offset)
-        return {tp: max(0, hw - lowest.get(tp, hw)) for tp, hw in self.high_watermarks.items()}
+        # A partition with no known position has no lag series: unknown is not zero.
+        return {tp: max(0, hw - lowest[tp]) for tp, hw in self.high_watermarks.items() if tp in lowest}
 
     # --- the scrape ----------------------------------------------------------------------------
 
@@ -115,6 +119,12 @@ class PipelineMetrics(Collector):
         for (topic, partition), value in sorted(self.oldest_age.items()):
             age.add_metric([topic, str(partition)], value)
         yield age
+        marks = GaugeMetricFamily("autosizer_pipeline_high_watermark",
+                                  "Next offset the broker will write; its rate is the input rate",
+                                  labels=["topic", "partition"])
+        for (topic, partition), value in sorted(self.high_watermarks.items()):
+            marks.add_metric([topic, str(partition)], value)
+        yield marks
         task_lag = GaugeMetricFamily("autosizer_pipeline_task_lag_records",
                                      "Records behind the high watermark for one virtual task",
                                      labels=["task", "topic", "partition"])

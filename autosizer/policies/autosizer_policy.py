@@ -95,7 +95,8 @@ class AutosizerPolicy:
         forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
         lag, hot = obs.lag_records, None
         task_lag = obs.tasks.lag_records
-        if len(task_lag) > 1 and lag > obs.input_rate:  # a backlog of more than a second
+        # Only under factor > 1: at factor 1 a task is a whole partition, and splitting it helps.
+        if current > 1 and len(task_lag) > 1 and lag > obs.input_rate:  # a backlog of > 1 s
             top = int(task_lag.argmax())
             if task_lag[top] >= self.hot_share * lag:
                 hot = obs.tasks.names[top]

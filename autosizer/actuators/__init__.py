@@ -1,0 +1,1 @@
+"""Actuators apply a decision to the running job; registered by name under `autosizer.actuators`."""

@@ -1,0 +1,140 @@
+"""The actuation journal: the step an actuation is at, in one Redis hash, written under the lease.
+
+Each write is a script that first checks the caller still holds the leader lease (and, to begin,
+that the layout generation is the one the plan starts from and no other actuation is open), so a
+daemon that lost its lease cannot advance a rescale another daemon now owns. A daemon that starts
+and finds an entry resumes it from its step; `history` keeps finished entries for `status`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, replace
+
+import redis
+
+from autosizer.elasticity.store import MetadataStore
+
+STEPS = ("drain", "migrate", "start", "verify")
+
+_BEGIN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
+if ARGV[4] == '0' and redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('BUSY') end
+if redis.call('GET', KEYS[3]) ~= ARGV[2] then return redis.error_reply('STALE') end
+redis.call('SET', KEYS[2], ARGV[3])
+return 'OK'
+"""
+_WRITE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
+local current = redis.call('GET', KEYS[2])
+if not current or cjson.decode(current)['id'] ~= ARGV[2] then return redis.error_reply('GONE') end
+if ARGV[3] == '' then
+  redis.call('DEL', KEYS[2])
+  redis.call('LPUSH', KEYS[3], ARGV[4])
+  redis.call('LTRIM', KEYS[3], 0, 49)
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return 'OK'
+"""
+
+
+class JournalRefused(RuntimeError):
+    """The journal would not take the write: lease lost, another actuation open, or stale layout."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    from_generation: int
+    from_factor: int
+    to_factor: int
+    step: str
+    reason: str
+    lag_before: float | None = None
+    input_rate: float = 0.0
+    rollback: bool = False
+    started_ms: int = 0
+    drain_ms: int = 0  # when the drain was requested: the restart downtime runs from here
+    result: str = ""
+
+    @property
+    def to_generation(self) -> int:
+        return self.from_generation + 1
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Entry:
+        return cls(**json.loads(raw))
+
+
+class ActuationJournal:
+    def __init__(self, store: MetadataStore, holder: str):
+        self.store, self.redis, self.holder = store, store.redis, holder
+        self.key, self.history_key = store.key("actuation"), store.key("actuations")
+        self._begin = self.redis.register_script(_BEGIN)
+        self._write = self.redis.register_script(_WRITE)
+
+    def open(self) -> Entry | None:
+        raw = self.store.call(lambda: self.redis.get(self.key))
+        return None if raw is None else Entry.from_json(raw)
+
+    def history(self, count: int = 10) -> list[Entry]:
+        raw = self.store.call(lambda: self.redis.lrange(self.history_key, 0, count - 1))
+        return [Entry.from_json(r) for r in raw]
+
+    def begin(self, from_generation: int, from_factor: int, to_factor: int, reason: str,
+              lag_before: float | None = None, input_rate: float = 0.0, replacing: Entry | None = None) -> Entry:
+        """Open an actuation at its first step; `replacing` turns an open one into its rollback."""
+        entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
+                      reason, lag_before, input_rate, replacing is not None, int(time.time() * 1000))
+        self._run(self._begin, [self.store.key("leader"), self.key, self.store.key("layout", "current")],
+                  [self.holder, from_generation, entry.to_json(), "1" if replacing else "0"])
+        return entry
+
+    def advance(self, entry: Entry, step: str, **changes: object) -> Entry:
+        moved = replace(entry, step=step, **changes)
+        self._run(self._write, [self.store.key("leader"), self.key, self.history_key],
+                  [self.holder, entry.id, moved.to_json(), ""])
+        return moved
+
+    def finish(self, entry: Entry, result: str) -> Entry:
+        done = replace(entry, step="finished", result=result)
+        self._run(self._write, [self.store.key("leader"), self.key, self.history_key],
+                  [self.holder, entry.id, "", done.to_json()])
+        return done
+
+    def _run(self, script, keys: list[str], args: list[object]) -> None:
+        try:
+            self.store.call(lambda: script(keys=keys, args=args))
+        except redis.ResponseError as exc:
+            reason = {"NOT_LEADER": "this daemon no longer holds the leader lease",
+                      "BUSY": "another actuation is open",
+                      "STALE": "the layout generation changed since the decision",
+                      "GONE": "the actuation was finished or replaced elsewhere"}
+            code = str(exc).split()[0]
+            raise JournalRefused(f"actuation journal refused the write: {reason.get(code, str(exc))}") from None
+
+
+@dataclass(frozen=True)
+class LastRescale:
+    at_ms: int
+    downtime_s: float  # drain request to first commit of the new generation, as measured
+
+
+def record_rescale(store: MetadataStore, downtime_s: float) -> None:
+    """Mark the time of the last layout change: the guards' cooldown and the policies'
+    restart-downtime estimate read it."""
+    store.call(lambda: store.redis.hset(store.key("rescale"), mapping={
+        "at_ms": int(time.time() * 1000), "downtime_s": round(downtime_s, 3)}))
+
+
+def last_rescale(store: MetadataStore) -> LastRescale | None:
+    raw = store.call(lambda: store.redis.hgetall(store.key("rescale")))
+    if not raw:
+        return None
+    return LastRescale(int(raw[b"at_ms"]), float(raw[b"downtime_s"]))

@@ -1,0 +1,161 @@
+"""The rescale every restarting actuator shares: stop → migrate → start → verify, journaled.
+
+Each step is journaled before it runs, and each is safe to run again, so a daemon killed anywhere
+resumes from the journal: a drain request is idempotent, the migration only happens while the old
+generation is still current, a start request to a running pipeline does nothing, and verification
+simply starts over. If the pipeline does not stop in time, the old layout is resumed ("aborted").
+If the new generation does not commit in time, or lag is worse after the verification window, the
+same path runs backwards to the previous factor ("rolled_back").
+
+Subclasses say how to stop and start the pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import structlog
+
+from autosizer.actuators.base import ActuatorContext, Outcome, Plan, number
+from autosizer.actuators.journal import Entry, record_rescale
+
+log = structlog.get_logger(__name__)
+
+# Fault injection for the crash tests: after journaling this step, stop here until killed.
+HOLD_AT_STEP = "AUTOSIZER_HOLD_AT_STEP"
+
+
+class RestartActuator:
+    name = "restart"
+
+    def __init__(self, context: ActuatorContext, drain_timeout_s: float = 120.0,
+                 start_timeout_s: float = 180.0, verify_timeout_s: float = 180.0,
+                 verify_window_s: float = 30.0, verify_lag_tolerance: float = 1.5):
+        self.context, self.store, self.journal = context, context.store, context.journal
+        self.drain_timeout = number("drain_timeout_s", drain_timeout_s, 1)
+        self.start_timeout = number("start_timeout_s", start_timeout_s, 1)
+        self.verify_timeout = number("verify_timeout_s", verify_timeout_s, 1)
+        self.verify_window = number("verify_window_s", verify_window_s)
+        self.tolerance = number("verify_lag_tolerance", verify_lag_tolerance, 1)
+
+    # --- what subclasses provide ---------------------------------------------------------------
+
+    def stop(self, generation: int) -> bool:
+        """Stop processing `generation` after its in-flight batch; False if it did not in time."""
+        raise NotImplementedError
+
+    def start(self, generation: int) -> bool:
+        """Run the now-current `generation`; False if it did not start in time."""
+        raise NotImplementedError
+
+    # --- the rescale ---------------------------------------------------------------------------
+
+    def act(self, plan: Plan) -> Outcome:
+        entry = self.journal.begin(plan.from_generation, plan.from_factor, plan.to_factor,
+                                   plan.reason, plan.lag_before, plan.input_rate)
+        return self.resume(entry)
+
+    def resume(self, entry: Entry) -> Outcome:
+        began = time.monotonic()
+        steps: list[str] = []
+        log.info("actuation.step", id=entry.id, step=entry.step, from_factor=entry.from_factor,
+                 to_factor=entry.to_factor, rollback=entry.rollback)
+        self._hold_here(entry.step)
+        if entry.step == "drain":
+            if not entry.drain_ms:
+                entry = self.journal.advance(entry, "drain", drain_ms=int(time.time() * 1000))
+            steps.append("drain")
+            if not self.stop(entry.from_generation):
+                self.start(entry.from_generation)
+                self.journal.finish(entry, "aborted")
+                return self._outcome("aborted", entry.from_factor, entry.from_generation,
+                                     f"the pipeline did not stop within {self.drain_timeout:.0f}s; "
+                                     "the old layout was resumed", began, steps)
+            entry = self._advance(entry, "migrate")
+        if entry.step == "migrate":
+            steps.append("migrate")
+            current = self.store.current_generation()
+            if current == entry.from_generation:
+                layout = self.store.layout(entry.from_generation)
+                self.store.migrate(entry.from_generation, layout.with_factor(entry.to_factor))
+            elif current != entry.to_generation:
+                self.journal.finish(entry, "failed")
+                return self._outcome("failed", entry.from_factor, current or 0,
+                                     f"layout generation is {current}, neither {entry.from_generation} "
+                                     f"nor {entry.to_generation}: someone else changed it", began, steps)
+            entry = self._advance(entry, "start")
+        if entry.step == "start":
+            steps.append("start")
+            started = self.start(entry.to_generation)
+            entry = self._advance(entry, "verify")
+            if not started:
+                return self._roll_back(entry, f"generation {entry.to_generation} did not start "
+                                              f"within {self.start_timeout:.0f}s", began, steps)
+        steps.append("verify")
+        failure, downtime = self._verify(entry)
+        if failure is not None:
+            return self._roll_back(entry, failure, began, steps)
+        record_rescale(self.store, downtime)
+        self.journal.finish(entry, "rolled_back" if entry.rollback else "done")
+        return self._outcome("rolled_back" if entry.rollback else "done", entry.to_factor,
+                             entry.to_generation, "", began, steps)
+
+    def _advance(self, entry: Entry, step: str) -> Entry:
+        entry = self.journal.advance(entry, step)
+        log.info("actuation.step", id=entry.id, step=step)
+        self._hold_here(step)
+        return entry
+
+    def _verify(self, entry: Entry) -> tuple[str | None, float]:
+        """(None, downtime) when the new generation committed a batch and lag did not get worse;
+        else (why, downtime). Downtime runs from the drain request to that first commit."""
+        deadline = time.monotonic() + self.verify_timeout
+        while self.store.committed_batch(entry.to_generation) < 1:
+            if time.monotonic() > deadline:
+                return (f"generation {entry.to_generation} committed no batch within "
+                        f"{self.verify_timeout:.0f}s"), self._downtime(entry)
+            time.sleep(0.2)
+        downtime = self._downtime(entry)
+        if entry.rollback or self.verify_window <= 0 or entry.lag_before is None:
+            return None, downtime
+        time.sleep(self.verify_window)
+        lag = self.context.lag()
+        if lag is None:
+            log.warning("actuation.verify_lag_unknown", id=entry.id,
+                        detail="no lag reading after the verification window; checked commits only")
+            return None, downtime
+        # The input that arrived while the pipeline was down is owed on top of the lag before.
+        allowed = entry.lag_before * self.tolerance + entry.input_rate * downtime
+        if lag > allowed:
+            return (f"lag {lag:.0f} after {self.verify_window:.0f}s is worse than the "
+                    f"{allowed:.0f} allowed (lag before {entry.lag_before:.0f})"), downtime
+        return None, downtime
+
+    def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:
+        if entry.rollback:
+            self.journal.finish(entry, "failed")
+            log.error("actuation.rollback_failed", id=entry.id, error=why)
+            return self._outcome("failed", entry.to_factor, entry.to_generation,
+                                 f"rollback failed: {why}", began, steps)
+        log.warning("actuation.rolling_back", id=entry.id, error=why)
+        back = self.journal.begin(entry.to_generation, entry.to_factor, entry.from_factor,
+                                  f"rollback: {why}", replacing=entry)
+        result = self.resume(back)
+        detail = why if result.result == "rolled_back" else f"{why}; {result.detail}"
+        return self._outcome(result.result, result.factor, result.generation, detail, began,
+                             steps + result.steps)
+
+    def _downtime(self, entry: Entry) -> float:
+        return max(0.0, time.time() - entry.drain_ms / 1000) if entry.drain_ms else 0.0
+
+    def _outcome(self, result: str, factor: int, generation: int, detail: str, began: float,
+                 steps: list[str]) -> Outcome:
+        return Outcome(result, factor, generation, detail, time.monotonic() - began, steps)
+
+    @staticmethod
+    def _hold_here(step: str) -> None:
+        if os.environ.get(HOLD_AT_STEP) == step:
+            log.warning("actuation.held_for_fault_injection", step=step, env=HOLD_AT_STEP)
+            while True:
+                time.sleep(3600)

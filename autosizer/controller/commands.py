@@ -1,0 +1,229 @@
+"""The daemon's commands: `run`, `status`, `decisions` and `override set|clear|list`.
+
+`status`, `decisions` and `override` take the job and Redis from --job/--redis, from the
+environment, or from the daemon's --config file, so an operator can point them at the same file
+the daemon runs with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from datetime import datetime
+from typing import Any
+
+from autosizer.actuators.journal import ActuationJournal, last_rescale
+from autosizer.controller.config import ConfigError, load_config
+from autosizer.controller.journal import DecisionJournal
+from autosizer.controller.lease import LeaderLease
+from autosizer.controller.overrides import NAMES, OverrideStore
+from autosizer.controller.table import format_table
+from autosizer.elasticity.store import MetadataStore, NoLayout
+from autosizer.pipeline.control import ControlChannel
+
+
+def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
+    run = groups.add_parser("run", help="run the controller daemon")
+    run.add_argument("--config", default=os.environ.get("AUTOSIZER_CONFIG"),
+                     help="TOML config file (see the README); env AUTOSIZER_CONFIG")
+    run.add_argument("--json-logs", action="store_true", help="structlog JSON lines on stderr")
+    run.set_defaults(run=run_daemon)
+
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", default=os.environ.get("AUTOSIZER_CONFIG"),
+                        help="read the job and Redis URL from the daemon's config file")
+    status = groups.add_parser("status", parents=[common, config], help="layout, lag, overrides, leader")
+    status.set_defaults(run=show_status)
+    decisions = groups.add_parser("decisions", parents=[common, config], help="the last decisions")
+    decisions.add_argument("-n", "--count", type=int, default=20, help="how many (default 20)")
+    decisions.set_defaults(run=show_decisions)
+
+    override = groups.add_parser("override", help="steer or freeze the daemon").add_subparsers(
+        parser_class=parser_class)
+    oset = override.add_parser("set", parents=[common, config], help="set an override key")
+    oset.add_argument("name", choices=NAMES)
+    oset.add_argument("value", help="a power of two for factor/min_factor/max_factor; true/false")
+    oset.add_argument("--ttl", help="expire after this long: 90s, 30m, 2h, 1d (default: never)")
+    oset.set_defaults(run=override_set)
+    oclear = override.add_parser("clear", parents=[common, config], help="delete override keys")
+    oclear.add_argument("name", nargs="?", choices=NAMES, help="one override (default: all)")
+    oclear.set_defaults(run=override_clear)
+    olist = override.add_parser("list", parents=[common, config], help="the overrides in force")
+    olist.set_defaults(run=override_list)
+
+
+def parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise ValueError(f"--ttl {text!r} is not a duration: use 90s, 30m, 2h or 1d") from None
+    if seconds <= 0:
+        raise ValueError(f"--ttl {text!r} must be positive")
+    return seconds
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+
+def run_daemon(args: argparse.Namespace) -> None:
+    from autosizer.controller.daemon import Daemon
+    from autosizer.controller.logging import configure_logging
+
+    config = load_config(args.config)
+    configure_logging(level=config.daemon.log_level, json=args.json_logs)
+    Daemon(config).run()
+
+
+# --- job from flags or config ------------------------------------------------------------------
+
+
+def _store(args: argparse.Namespace) -> MetadataStore:
+    job, url = args.job, args.redis
+    if args.config:
+        config = load_config(args.config)
+        job = job or config.job.name
+        if "AUTOSIZER_REDIS_URL" not in os.environ and args.redis == _default_redis():
+            url = config.job.redis_url
+    if not job:
+        raise ConfigError("no job given: pass --job NAME, set AUTOSIZER_JOB or pass --config")
+    return MetadataStore(url, job)
+
+
+def _default_redis() -> str:
+    from autosizer.controller.cli import DEFAULT_REDIS
+
+    return DEFAULT_REDIS
+
+
+# --- override ----------------------------------------------------------------------------------
+
+
+def override_set(args: argparse.Namespace) -> None:
+    ttl = None if args.ttl is None else parse_duration(args.ttl)
+    OverrideStore(_store(args)).set(args.name, args.value, ttl)
+    override_list(args)
+
+
+def override_clear(args: argparse.Namespace) -> None:
+    count = OverrideStore(_store(args)).clear(args.name)
+    print(json.dumps({"cleared": count}) if args.json else f"cleared {count} override(s)")
+
+
+def override_list(args: argparse.Namespace) -> None:
+    found = OverrideStore(_store(args)).read()
+    rows = [{"override": name, "value": value, "expires in": _ttl(ttl)}
+            for name, (value, ttl) in sorted(found.raw.items())]
+    if args.json:
+        print(json.dumps({"overrides": rows, "errors": list(found.errors)}))
+        return
+    print(format_table(rows, ["override", "value", "expires in"]) if rows else "no overrides")
+    for error in found.errors:
+        print(f"error: {error}")
+
+
+def _ttl(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    seconds = ms / 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+# --- status and decisions ----------------------------------------------------------------------
+
+
+def show_status(args: argparse.Namespace) -> None:
+    store = _store(args)
+    status: dict[str, Any] = {"job": store.job}
+    try:
+        layout = store.layout()
+        status["layout"] = {"generation": layout.generation, "factor": layout.factor,
+                            "topics": layout.topics, "tasks": len(layout.virtual_tasks())}
+    except NoLayout as exc:
+        status["layout"] = {"error": str(exc)}
+    status["pipeline"] = ControlChannel(store).status() or {"state": "never reported"}
+    overrides = OverrideStore(store).read()
+    status["overrides"] = {n: {"value": v, "expires_in": _ttl(t)} for n, (v, t) in overrides.raw.items()}
+    status["override_errors"] = list(overrides.errors)
+    holder, ttl = LeaderLease(store, 1).current_holder()
+    status["leader"] = {"holder": holder, "expires_in_ms": ttl}
+    journal = ActuationJournal(store, "")
+    entry = journal.open()
+    status["actuation"] = None if entry is None else json.loads(entry.to_json())
+    history = journal.history(1)
+    status["last_actuation"] = None if not history else json.loads(history[0].to_json())
+    rescaled = last_rescale(store)
+    status["last_rescale"] = None if rescaled is None else {
+        "at": _when(rescaled.at_ms / 1000), "downtime_s": rescaled.downtime_s}
+    last = DecisionJournal(store).last(1)
+    status["last_decision"] = last[0] if last else None
+    if args.json:
+        print(json.dumps(status, default=str))
+        return
+    print(_render_status(status))
+
+
+def _render_status(s: dict[str, Any]) -> str:
+    lines = [f"job        {s['job']}"]
+    lay = s["layout"]
+    lines.append("layout     " + (lay["error"] if "error" in lay else
+                                  f"generation {lay['generation']}  factor {lay['factor']}  "
+                                  f"tasks {lay['tasks']}  topics "
+                                  + ", ".join(f"{t}={n}" for t, n in sorted(lay["topics"].items()))))
+    p = s["pipeline"]
+    beat = p.get("heartbeat_ms")
+    age = f"  (heartbeat {time.time() - int(beat) / 1000:.0f}s ago)" if beat else ""
+    lines.append(f"pipeline   {p.get('state')}{age}" + (f"  error: {p['error']}" if p.get("error") else ""))
+    d = s["last_decision"]
+    if d:
+        i = d.get("inputs", {})
+        if "lag_records" in i:
+            lines.append(f"lag        {i['lag_records']:.0f} records, {i['lag_seconds']:.1f}s oldest")
+            lines.append(f"rates      input {i['input_rate']:.1f}/s  processed {i['processed_rate']:.1f}/s"
+                         f"  per task {i.get('task_capacity') or '-'}/s")
+        elif i.get("problems"):
+            lines.append(f"metrics    {'; '.join(i['problems'])}")
+    leader = s["leader"]
+    lines.append("leader     " + (f"{leader['holder']} (lease {leader['expires_in_ms'] / 1000:.0f}s left)"
+                                  if leader["holder"] else "none (no daemon running)"))
+    o = s["overrides"]
+    lines.append("overrides  " + (", ".join(f"{n}={v['value']} ({v['expires_in']})" for n, v in sorted(o.items()))
+                                  if o else "none"))
+    for error in s["override_errors"]:
+        lines.append(f"  error: {error}")
+    a = s["actuation"]
+    if a:
+        lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"
+                     + ("  (rollback)" if a["rollback"] else ""))
+    if s["last_rescale"]:
+        lines.append(f"rescaled   {s['last_rescale']['at']} (downtime {s['last_rescale']['downtime_s']:.1f}s)")
+    if d:
+        lines.append(f"decision   {_when(d['time'])}  {d['outcome']}  {d['factor']} -> {d['target']}: {d['reason']}")
+    else:
+        lines.append("decision   none yet")
+    return "\n".join(lines)
+
+
+def show_decisions(args: argparse.Namespace) -> None:
+    if args.count < 1:
+        raise ValueError(f"-n {args.count}: give a count of at least 1")
+    records = DecisionJournal(_store(args)).last(args.count)
+    if args.json:
+        print(json.dumps(records))
+        return
+    rows = [{"time": _when(r["time"]), "outcome": r["outcome"], "factor": r["factor"],
+             "target": r["target"], "lag": r.get("inputs", {}).get("lag_records", "-"),
+             "input/s": r.get("inputs", {}).get("input_rate", "-"), "reason": r["reason"]}
+            for r in records]
+    print(format_table(rows, ["time", "outcome", "factor", "target", "lag", "input/s", "reason"])
+          if rows else "no decisions yet")
+
+
+def _when(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s).astimezone().isoformat(timespec="seconds")

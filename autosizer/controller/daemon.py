@@ -1,0 +1,96 @@
+"""`autosizer run`: the controller daemon. Builds the tick from the config and runs it on an
+APScheduler interval (no overlapping runs, missed runs coalesced into one), serves /metrics and
+/healthz, keeps the leader lease warm, and on SIGTERM lets the running tick finish, then releases
+the lease so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import datetime, timedelta
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from autosizer.actuators.base import ActuatorContext
+from autosizer.actuators.journal import ActuationJournal
+from autosizer.actuators.registry import load_actuator
+from autosizer.controller.collector import PrometheusCollector
+from autosizer.controller.config import Config
+from autosizer.controller.evaluator import Evaluator
+from autosizer.controller.journal import DecisionJournal
+from autosizer.controller.lease import LeaderLease
+from autosizer.controller.metrics import DaemonMetrics, serve
+from autosizer.controller.overrides import OverrideStore
+from autosizer.controller.tick import Tick
+from autosizer.elasticity.store import MetadataStore
+from autosizer.policies.registry import load_policy
+
+log = structlog.get_logger(__name__)
+
+
+def build_tick(config: Config, metrics: DaemonMetrics | None = None) -> Tick:
+    """Every part of a tick from the config; bad plug-in names or settings raise ValueError."""
+    store = MetadataStore(config.job.redis_url, config.job.name)
+    lease = LeaderLease(store, config.daemon.lease_ttl_s)
+    p = config.prometheus
+    collector = PrometheusCollector(p.url, p.queries, p.selector, p.window, p.timeout_s)
+    actuations = ActuationJournal(store, lease.holder)
+    context = ActuatorContext(store, actuations, collector.lag)
+    return Tick(
+        store=store, lease=lease, overrides=OverrideStore(store), collector=collector,
+        evaluator=Evaluator(), policy=load_policy(config.policy.name, dict(config.policy.settings)),
+        guards=config.guards,
+        actuator=load_actuator(config.actuator.name, context, dict(config.actuator.settings)),
+        actuations=actuations, journal=DecisionJournal(store, config.daemon.journal_length),
+        metrics=metrics,
+    )
+
+
+class Daemon:
+    def __init__(self, config: Config):
+        self.config = config
+        self.metrics = DaemonMetrics(config.daemon.interval_s)
+        self.tick = build_tick(config, self.metrics)
+        self.stopping = threading.Event()
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.server = None
+
+    def run(self) -> None:
+        """Tick until SIGTERM or SIGINT (or `stopping` is set)."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+            signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        if self.config.daemon.listen:
+            self.server = serve(self.metrics, self.config.daemon.listen)
+        self.tick.lease.start()
+        self.scheduler.add_job(
+            self._tick, "interval", seconds=self.config.daemon.interval_s, id="tick",
+            max_instances=1, coalesce=True, misfire_grace_time=None,
+            next_run_time=datetime.now().astimezone() + timedelta(milliseconds=10),
+        )
+        self.scheduler.start()
+        log.info("daemon.started", job=self.config.job.name, config=self.config.source,
+                 policy=self.config.policy.name, actuator=self.config.actuator.name,
+                 interval_s=self.config.daemon.interval_s, holder=self.tick.lease.holder,
+                 listen=self.config.daemon.listen or None)
+        try:
+            self.stopping.wait()
+        finally:
+            self.shutdown()
+
+    def _tick(self) -> None:
+        try:
+            self.tick()
+        except Exception:  # one bad tick must not kill the daemon; the next one tries again
+            log.exception("tick.crashed", job=self.config.job.name)
+
+    def shutdown(self) -> None:
+        log.info("daemon.stopping", job=self.config.job.name,
+                 detail="waiting for the running tick to finish")
+        self.scheduler.shutdown(wait=True)
+        self.tick.lease.release()
+        if self.server is not None:
+            self.server.shutdown()
+        log.info("daemon.stopped", job=self.config.job.name)

@@ -1,0 +1,104 @@
+"""Evaluate: turn collected samples into the `Observation` a policy reads, for the current layout.
+
+The layout in Redis, not the metrics, says which partitions and virtual tasks exist: a series for a
+task of an older generation is ignored, and a partition with no lag or input series makes the
+observation partial (the guards then hold) rather than silently counting as idle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autosizer.controller.collector import Labels, Samples
+from autosizer.elasticity import Layout, TopicPartition
+from autosizer.policies.base import Observation, PartitionStats, TaskStats
+
+REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
+
+
+@dataclass
+class Evaluation:
+    observation: Observation
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # estimates made; worth logging, not holding on
+
+
+class Evaluator:
+    def evaluate(self, samples: Samples, layout: Layout, since_rescale_s: float = math.inf,
+                 restart_downtime_s: float = 2.0) -> Evaluation:
+        problems, notes = list(samples.problems), []
+        partitions = layout.partitions()
+        index = {tp: i for i, tp in enumerate(partitions)}
+        columns: dict[str, np.ndarray] = {}
+        for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate"):
+            column = np.full(len(partitions), np.nan)
+            for labels, value in samples.series.get(name, ()):
+                i = index.get(_partition(labels))
+                if i is not None:
+                    column[i] = value
+            columns[name] = column
+        if not problems:
+            for name in REQUIRED:
+                missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
+                if missing:
+                    problems.append(f"no {name} for {_names(missing)}: is Prometheus scraping the "
+                                    "pipeline's /metrics?")
+        processed = columns["processed_rate"]
+        processed[np.isnan(processed)] = 0.0  # no task processed anything there in the window
+        seconds = columns["lag_seconds"]
+        unknown = np.isnan(seconds)
+        if unknown.any():
+            pace = np.maximum(np.maximum(processed, columns["input_rate"]), 1e-9)
+            seconds[unknown] = np.where(columns["lag_records"][unknown] > 0,
+                                        columns["lag_records"][unknown] / pace[unknown], 0.0)
+            notes.append(f"lag_seconds estimated from lag and rate for {int(unknown.sum())} partition(s)")
+        age = _single(samples.series.get("age_seconds", ()))
+        if age is None and not problems:
+            problems.append("no scrape time of the pipeline's metrics: is Prometheus scraping it?")
+        tasks = self._tasks(samples, layout, index)
+        observation = Observation(
+            time=samples.time, factor=layout.factor,
+            partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,
+                                      columns["input_rate"], processed),
+            tasks=tasks, since_rescale_s=since_rescale_s, restart_downtime_s=restart_downtime_s,
+            complete=not problems, age_s=0.0 if age is None else max(0.0, age),
+        )
+        return Evaluation(observation, problems, notes)
+
+    def _tasks(self, samples: Samples, layout: Layout, index: dict[TopicPartition, int]) -> TaskStats:
+        tasks = layout.virtual_tasks()
+        row = {t.name: i for i, t in enumerate(tasks)}
+        lag, rate, seconds, busy = (np.zeros(len(tasks)) for _ in range(4))
+        for target, name in ((lag, "task_lag_records"), (rate, "task_processed_rate")):
+            for labels, value in samples.series.get(name, ()):
+                i = row.get(labels.get("task", ""))
+                if i is not None and math.isfinite(value):
+                    target[i] += value  # a task reading several partitions: summed over them
+        for target, name in ((seconds, "task_process_seconds"), (busy, "task_busy")):
+            for labels, value in samples.series.get(name, ()):
+                i = row.get(labels.get("task", ""))
+                if i is not None and math.isfinite(value):
+                    target[i] = value
+        first = [index[min(t.partitions)] for t in tasks]
+        return TaskStats(tuple(row), first, lag, rate, seconds, np.minimum(busy, 1.0))
+
+
+def _partition(labels: Labels) -> TopicPartition | None:
+    try:
+        return labels["topic"], int(labels["partition"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _single(series: Iterable[tuple[Labels, float]]) -> float | None:
+    values = [v for _, v in series if math.isfinite(v)]
+    return max(values) if values else None
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    shown = ", ".join(f"{t}[{p}]" for t, p in partitions[:4])
+    return shown + (f" and {len(partitions) - 4} more" if len(partitions) > 4 else "")

@@ -1,0 +1,36 @@
+"""The PromQL the collector runs, by the column of the observation it fills.
+
+`$selector` becomes the configured label matchers and `$window` the rate window. The defaults read
+the pipeline agent's own series (`autosizer.pipeline.metrics`); the README shows the kafka-exporter
+and Burrow equivalents for the partition-level queries.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+DEFAULT_QUERIES: dict[str, str] = {
+    # per partition (labels topic, partition)
+    "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
+    "lag_seconds": "max by (topic, partition) (autosizer_pipeline_lag_seconds{$selector})",
+    "input_rate": "max by (topic, partition) (rate(autosizer_pipeline_high_watermark{$selector}[$window]))",
+    "processed_rate": "sum by (topic, partition) (rate(autosizer_pipeline_records_in_total{$selector}[$window]))",
+    # per virtual task (labels task, and topic/partition where the series has them)
+    "task_lag_records": "max by (task, topic, partition) (autosizer_pipeline_task_lag_records{$selector})",
+    "task_processed_rate": "sum by (task, topic, partition) (rate(autosizer_pipeline_records_in_total{$selector}[$window]))",
+    "task_process_seconds": (
+        "sum by (task) (rate(autosizer_pipeline_process_seconds_sum{$selector}[$window]))"
+        " / sum by (task) (rate(autosizer_pipeline_process_seconds_count{$selector}[$window]) > 0)"
+    ),
+    # seconds spent in the user function per second: the share of the window the task was busy
+    "task_busy": "sum by (task) (rate(autosizer_pipeline_process_seconds_sum{$selector}[$window]))",
+    # seconds since the newest scrape of the pipeline: stale metrics hold the daemon
+    "age_seconds": "time() - max(timestamp(autosizer_pipeline_batches_total{$selector}))",
+}
+
+PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
+TASK_QUERIES = ("task_lag_records", "task_processed_rate", "task_process_seconds", "task_busy")
+
+
+def render(query: str, selector: str, window: str) -> str:
+    return Template(query).safe_substitute(selector=selector, window=window)

@@ -1,0 +1,235 @@
+"""One controller tick: collect → evaluate → decide → guard → act, then journal.
+
+Each step is its own object (collector, evaluator, policy, guards, actuator) so each can be tested
+alone; the tick only wires them and owns what lives across ticks: the policy's and the guards'
+state. Only the leader ticks past the lease check. An actuation found open in the journal is
+resumed before anything new is decided.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from autosizer.actuators.base import Actuator, Outcome, Plan
+from autosizer.actuators.journal import ActuationJournal, JournalRefused, last_rescale
+from autosizer.controller.collector import PrometheusCollector
+from autosizer.controller.evaluator import Evaluation, Evaluator
+from autosizer.controller.journal import DecisionJournal, DecisionRecord
+from autosizer.controller.lease import LeaderLease
+from autosizer.controller.metrics import DaemonMetrics
+from autosizer.controller.overrides import Overrides, OverrideStore
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore, StoreError
+from autosizer.policies.base import Decision, Policy
+from autosizer.policies.guards import Guards, GuardState
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_DOWNTIME_S = 10.0  # a Spark query restart, until the first rescale measures it
+
+
+@dataclass
+class Tick:
+    store: MetadataStore
+    lease: LeaderLease
+    overrides: OverrideStore
+    collector: PrometheusCollector
+    evaluator: Evaluator
+    policy: Policy
+    guards: Guards
+    actuator: Actuator
+    actuations: ActuationJournal
+    journal: DecisionJournal
+    metrics: DaemonMetrics | None = None
+    policy_state: Any = None
+    guard_state: GuardState = field(default_factory=GuardState)
+    _reported_errors: tuple[str, ...] = ()
+    _wall: float = 0.0
+
+    def __call__(self) -> DecisionRecord | None:
+        began = time.perf_counter()
+        self._wall = time.time()  # decisions are stamped when the tick began, not when acting ended
+        if self.metrics is not None:
+            self.metrics.running_since = time.monotonic()
+        try:
+            record = self._run(began)
+        finally:
+            if self.metrics is not None:
+                self.metrics.running_since = None
+                self.metrics.last_tick = time.monotonic()
+                self.metrics.ticks.inc()
+                self.metrics.tick_seconds.observe(time.perf_counter() - began)
+        return record
+
+    def _run(self, began: float) -> DecisionRecord | None:
+        leader = self.lease.try_acquire()
+        if self.metrics is not None:
+            self.metrics.leader.set(1 if leader else 0)
+        if not leader:
+            log.debug("tick.standby", job=self.store.job)
+            return None
+        try:
+            layout = self.store.layout()
+            open_entry = self.actuations.open()
+        except StoreError as exc:
+            return self._record(None, None, "error", str(exc), began)
+        if open_entry is not None:
+            outcome = self._guarded(lambda: self.actuator.resume(open_entry))
+            return self._record(layout, open_entry.to_factor, *self._describe(outcome, layout.factor),
+                                began, actuation=outcome)
+        overrides = self._read_overrides()
+        samples = self.collector.collect()
+        rescaled = self._last_rescale()
+        since = math.inf if rescaled is None else max(0.0, time.time() - rescaled.at_ms / 1000)
+        downtime = DEFAULT_DOWNTIME_S if rescaled is None or not rescaled.downtime_s else rescaled.downtime_s
+        evaluation = self.evaluator.evaluate(samples, layout, since, downtime)
+        decision = self._decide(evaluation, overrides, layout)
+        inputs = _inputs(evaluation, samples.seconds)
+        if decision.factor == layout.factor:
+            return self._record(layout, decision.factor, "hold", decision.reason, began, inputs,
+                                overrides, details=decision.details)
+        if overrides.pause:
+            return self._record(layout, decision.factor, "paused",
+                                f"paused by override; would go {layout.factor} -> {decision.factor}: "
+                                f"{decision.reason}", began, inputs, overrides)
+        obs = evaluation.observation
+        trusted = not evaluation.problems  # a pin acts without metrics: verify commits only
+        plan = Plan(layout.generation, layout.factor, decision.factor, decision.reason,
+                    obs.lag_records if trusted else None, obs.input_rate if trusted else 0.0)
+        outcome = self._guarded(lambda: self.actuator.act(plan))
+        result, reason = self._describe(outcome, layout.factor, decision.reason)
+        return self._record(layout, decision.factor, result, reason, began, inputs, overrides,
+                            actuation=outcome, details=decision.details)
+
+    # --- the steps -----------------------------------------------------------------------------
+
+    def _decide(self, evaluation: Evaluation, overrides: Overrides, layout: Layout) -> Decision:
+        """Policy, then guards; a pin replaces both, untrustworthy metrics skip the policy."""
+        if overrides.factor is not None:
+            return Decision(overrides.factor, f"pinned to {overrides.factor} by override")
+        obs = evaluation.observation
+        if evaluation.problems:
+            return Decision(layout.factor, "hold: " + "; ".join(evaluation.problems))
+        wish, self.policy_state = self.policy.decide(obs, self.policy_state)
+        decision, self.guard_state = overrides.guards(self.guards).apply(obs, wish, self.guard_state)
+        if overrides.rescale:
+            self._clear_rescale_override()
+        return decision
+
+    def _guarded(self, act) -> Outcome | Exception:
+        """Run an actuation; a refusal or store failure is reported, never raised into the scheduler."""
+        began = time.perf_counter()
+        try:
+            outcome = act()
+        except (StoreError, JournalRefused) as exc:
+            return exc
+        if self.metrics is not None and outcome.result != "dry_run":
+            self.metrics.actuation_seconds.observe(time.perf_counter() - began)
+        return outcome
+
+    @staticmethod
+    def _describe(outcome: Outcome | Exception, factor: int, reason: str = "") -> tuple[str, str]:
+        if isinstance(outcome, Exception):
+            return "error", f"actuation not done: {outcome}"
+        if outcome.result == "done":
+            kind = "scale_up" if outcome.factor > factor else "scale_down"
+            return kind, reason or f"resumed actuation finished at factor {outcome.factor}"
+        return outcome.result, "; ".join(p for p in (reason, outcome.detail) if p)
+
+    def _read_overrides(self) -> Overrides:
+        try:
+            found = self.overrides.read()
+        except StoreError as exc:
+            log.error("overrides.unreadable", job=self.store.job, error=str(exc))
+            return Overrides()
+        if found.errors != self._reported_errors:
+            for error in found.errors:
+                log.error("override.invalid", job=self.store.job, error=error)
+            self._reported_errors = found.errors
+        return found
+
+    def _last_rescale(self):
+        try:
+            return last_rescale(self.store)
+        except StoreError:
+            return None
+
+    def _clear_rescale_override(self) -> None:
+        try:
+            self.overrides.clear("rescale")
+        except StoreError as exc:
+            log.error("override.clear_failed", job=self.store.job, error=str(exc))
+
+    def _record(self, layout: Layout | None, target: int | None, outcome: str, reason: str,
+                began: float, inputs: dict[str, Any] | None = None, overrides: Overrides | None = None,
+                actuation: Outcome | Exception | None = None,
+                details: Any = None) -> DecisionRecord:
+        factor = layout.factor if layout else 0
+        applied = None
+        if isinstance(actuation, Outcome):
+            applied = {"result": actuation.result, "factor": actuation.factor,
+                       "generation": actuation.generation, "detail": actuation.detail,
+                       "seconds": round(actuation.seconds, 3), "steps": actuation.steps}
+        elif actuation is not None:
+            applied = {"result": "error", "detail": str(actuation)}
+        record = DecisionRecord(
+            time=self._wall, job=self.store.job, generation=layout.generation if layout else 0,
+            factor=factor, target=target or factor, outcome=outcome, reason=reason,
+            inputs={**(inputs or {}), **({"policy": _plain(details)} if details else {})},
+            overrides=_overrides(overrides), actuation=applied, holder=self.lease.holder,
+            tick_ms=round((time.perf_counter() - began) * 1000, 2),
+        )
+        try:
+            self.journal.append(record)
+        except StoreError as exc:
+            log.error("journal.unwritable", job=self.store.job, error=str(exc))
+        if self.metrics is not None:
+            self.metrics.decisions.labels(outcome).inc()
+            current = actuation.factor if isinstance(actuation, Outcome) else factor
+            if current:
+                self.metrics.factor.set(current)
+        return record
+
+
+def _inputs(evaluation: Evaluation, prometheus_s: float) -> dict[str, Any]:
+    obs = evaluation.observation
+    out: dict[str, Any] = {"prometheus_ms": round(prometheus_s * 1000, 1)}
+    if evaluation.problems:
+        out["problems"] = evaluation.problems
+        return out
+    out.update(lag_records=round(obs.lag_records, 1),
+               lag_seconds=round(float(obs.partitions.lag_seconds.max(initial=0.0)), 2),
+               input_rate=round(obs.input_rate, 2), processed_rate=round(obs.processed_rate, 2),
+               task_capacity=None if obs.task_capacity is None else round(obs.task_capacity, 2),
+               age_s=round(obs.age_s, 1), since_rescale_s=None if math.isinf(obs.since_rescale_s)
+               else round(obs.since_rescale_s, 1))
+    if evaluation.notes:
+        out["notes"] = evaluation.notes
+    return out
+
+
+def _overrides(overrides: Overrides | None) -> dict[str, Any]:
+    if overrides is None:
+        return {}
+    out: dict[str, Any] = {name: value for name, (value, _) in overrides.raw.items()}
+    if overrides.errors:
+        out["errors"] = list(overrides.errors)
+    return out
+
+
+def _plain(details: Any) -> dict[str, Any]:
+    """Policy details as JSON-friendly numbers and strings."""
+    out = {}
+    for key, value in dict(details).items():
+        if isinstance(value, float):
+            out[key] = round(value, 3) if math.isfinite(value) else None
+        elif isinstance(value, (int, str, bool)) or value is None:
+            out[key] = value
+        else:
+            out[key] = str(value)
+    return out

@@ -1,0 +1,146 @@
+"""The daemon's pure parts: config, overrides, evaluation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autosizer.controller.collector import Samples
+from autosizer.controller.commands import parse_duration
+from autosizer.controller.config import ConfigError, load_config
+from autosizer.controller.evaluator import Evaluator
+from autosizer.controller.overrides import parse
+from autosizer.elasticity import FACTORS, Layout
+from autosizer.policies.guards import Guards
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "autosizer.toml"
+    path.write_text(text)
+    return path
+
+
+def test_config_file_then_environment(tmp_path):
+    path = write(tmp_path, '[job]\nname = "orders"\n[guards]\nmax_factor = 64\n'
+                           '[policy]\nname = "utilization"\n[policy.settings]\ntarget_utilization = 0.6\n')
+    config = load_config(path, {"AUTOSIZER_DAEMON_INTERVAL_S": "5", "AUTOSIZER_GUARDS_MIN_FACTOR": "2",
+                                "AUTOSIZER_POLICY_CATCH_UP_SECONDS": "120",
+                                "AUTOSIZER_REDIS_URL": "redis://10.0.0.1:6380/1"})
+    assert config.job.name == "orders" and config.job.redis_url == "redis://10.0.0.1:6380/1"
+    assert config.daemon.interval_s == 5.0 and config.daemon.lease_ttl_s == 30.0
+    assert (config.guards.min_factor, config.guards.max_factor) == (2, 64)
+    assert config.policy.name == "utilization"
+    assert config.policy.settings == {"target_utilization": 0.6, "catch_up_seconds": 120}
+    assert config.actuator.name == "restart-in-driver"
+    assert "autosizer_pipeline_lag_records" in config.prometheus.queries["lag_records"]
+
+
+@pytest.mark.parametrize("text, env, message", [
+    ("[job]\nname = 'x'\n[guards]\nmax_factor = 3\n", {}, "invalid elasticity factor 3"),
+    ("[job]\nname = 'x'\n[daemon]\ninterval_s = 'soon'\n", {}, "interval_s = 'soon' must be a number"),
+    ("[job]\nname = 'x'\n[daemon]\nintervall_s = 5\n", {}, "unknown setting 'intervall_s' in [daemon]"),
+    ("[jobs]\nname = 'x'\n", {}, "unknown section [jobs]"),
+    ("[job]\nname = 'x'\n", {"AUTOSIZER_DAEMON_LEASE_TTL_S": "10"}, "must be at least twice interval_s"),
+    ("[daemon]\ninterval_s = 5\n", {}, "no job name"),
+    ("[job]\nname = 'x'\n[prometheus.queries]\nlag = 'up'\n", {}, "unknown query 'lag'"),
+    ("[job\nname = 'x'\n", {}, "is not valid TOML"),
+    ("[job]\nname = 'x'\n[guards]\nmin_factor = 8\nmax_factor = 2\n", {}, "min_factor 8 is above max_factor 2"),
+])
+def test_bad_config_is_one_line_naming_the_key(tmp_path, text, env, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, text), env)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_missing_config_file_names_the_fix(tmp_path):
+    with pytest.raises(ConfigError, match="not found: pass --config"):
+        load_config(tmp_path / "nope.toml", {})
+
+
+def test_overrides_parse_valid_values_and_apply_to_guards():
+    found = parse({"factor": ("8", 1000), "pause": ("true", None), "min_factor": ("4", None),
+                   "rescale": ("1", None)})
+    assert (found.factor, found.pause, found.min_factor, found.rescale, found.errors) == (8, True, 4, True, ())
+    guards = found.guards(Guards(min_factor=1, max_factor=2, cooldown_s=300))
+    assert (guards.min_factor, guards.max_factor, guards.cooldown_s, guards.scale_down_delay_s) == (4, 4, 0, 0)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("factor", "6", "invalid elasticity factor 6"),
+    ("factor", "eight", "not a whole number"),
+    ("max_factor", "2048", "invalid elasticity factor 2048"),
+    ("pause", "maybe", "use true or false"),
+])
+def test_garbage_overrides_are_ignored_with_one_error_each(name, value, message):
+    found = parse({name: (value, None), "min_factor": ("2", None)})
+    assert getattr(found, name) in (None, False)
+    assert found.min_factor == 2, "a bad key must not take good ones down with it"
+    assert len(found.errors) == 1 and message in found.errors[0] and "ignored" in found.errors[0]
+
+
+def test_conflicting_min_and_max_overrides_are_both_ignored():
+    found = parse({"min_factor": ("16", None), "max_factor": ("4", None)})
+    assert found.min_factor is None and found.max_factor is None and "min is above max" in found.errors[0]
+
+
+@given(st.dictionaries(st.sampled_from(["factor", "pause", "min_factor", "max_factor", "rescale"]),
+                       st.text(max_size=12)))
+def test_any_override_text_parses_to_valid_values_or_errors(raw):
+    found = parse({k: (v, None) for k, v in raw.items()})
+    for name in ("factor", "min_factor", "max_factor"):
+        assert getattr(found, name) in (None, *FACTORS)
+    found.guards(Guards())  # whatever was accepted makes valid guards
+
+
+def test_durations():
+    assert [parse_duration(t) for t in ("90", "90s", "30m", "2h", "1d")] == [90, 90, 1800, 7200, 86400]
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("2 hours")
+
+
+LAYOUT = Layout(topics={"orders": 2}, factor=2)
+
+
+def samples(**series) -> Samples:
+    base = {
+        "lag_records": [({"topic": "orders", "partition": "0"}, 100.0), ({"topic": "orders", "partition": "1"}, 50.0)],
+        "input_rate": [({"topic": "orders", "partition": "0"}, 30.0), ({"topic": "orders", "partition": "1"}, 20.0)],
+        "processed_rate": [({"topic": "orders", "partition": "0"}, 25.0)],
+        "task_busy": [({"task": t.name}, 0.5) for t in LAYOUT.virtual_tasks()]
+                     + [({"task": "an-old-generation-task"}, 1.0)],
+        "task_processed_rate": [({"task": t.name, "topic": "orders", "partition": "0"}, 10.0)
+                                for t in LAYOUT.virtual_tasks()],
+        "age_seconds": [({}, 1.5)],
+    }
+    base.update(series)
+    return Samples(time=100.0, series=base)
+
+
+def test_evaluator_builds_the_observation_of_the_current_layout():
+    evaluation = Evaluator().evaluate(samples(), LAYOUT, since_rescale_s=42, restart_downtime_s=7)
+    obs = evaluation.observation
+    assert evaluation.problems == [] and obs.complete and obs.factor == 2
+    assert obs.lag_records == 150 and obs.input_rate == 50 and obs.processed_rate == 25
+    assert obs.partitions.processed_rate[1] == 0, "no processed series means nothing processed"
+    assert obs.partitions.lag_seconds[0] == pytest.approx(100 / 30), "estimated from lag and rate"
+    assert len(obs.tasks) == 4 and obs.tasks.total("busy") == 2.0, "old generation's task ignored"
+    assert obs.task_capacity == pytest.approx(40 / 2)
+    assert (obs.age_s, obs.since_rescale_s, obs.restart_downtime_s) == (1.5, 42, 7)
+
+
+def test_a_partition_without_lag_makes_the_observation_partial():
+    evaluation = Evaluator().evaluate(
+        samples(lag_records=[({"topic": "orders", "partition": "0"}, 1.0)]), LAYOUT)
+    assert not evaluation.observation.complete
+    assert evaluation.problems == ["no lag_records for orders[1]: is Prometheus scraping the pipeline's /metrics?"]
+
+
+def test_collection_problems_pass_through_as_they_are():
+    broken = Samples(time=1.0, problems=["prometheus unreachable at http://x (ConnectionError): start it"])
+    evaluation = Evaluator().evaluate(broken, LAYOUT)
+    assert evaluation.problems == broken.problems and not evaluation.observation.complete
+    assert math.isnan(evaluation.observation.lag_records) or np.isnan(evaluation.observation.partitions.lag_records).all()
