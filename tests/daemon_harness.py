@@ -53,7 +53,7 @@ def write_config(path: Path, job: str, redis_url: str, prometheus_url: str, **ch
     sections["daemon"]["listen"] = f"127.0.0.1:{free_port()}"
     for name, values in changes.items():
         for key, value in values.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and value:  # merged; an empty table replaces
                 sections[name].setdefault(key, {}).update(value)
             else:
                 sections.setdefault(name, {})[key] = value

@@ -57,7 +57,8 @@ class Guards:
         if target == current:
             if state.scale_down_since is not None:
                 state = replace(state, scale_down_since=None)
-            return Decision(current, f"hold: {wish.reason}", details), state
+            reason = wish.reason if wish.reason.startswith("hold") else f"hold: {wish.reason}"
+            return Decision(current, reason, details), state
         if observation.since_rescale_s < self.cooldown_s:
             return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
                                      f"last rescale < {self.cooldown_s:.0f}s", details), state

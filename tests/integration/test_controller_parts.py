@@ -1,0 +1,198 @@
+"""The daemon's parts on real Redis and a real Prometheus, and the daemon process itself, without
+Spark: the pipeline's own exporter is fed batches here and scraped by Prometheus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from autosizer.actuators.base import ActuatorContext
+from autosizer.actuators.journal import ActuationJournal, JournalRefused
+from autosizer.actuators.registry import actuator_names, load_actuator
+from autosizer.controller.collector import PrometheusCollector
+from autosizer.controller.config import load_config
+from autosizer.controller.daemon import build_tick
+from autosizer.controller.lease import LeaderLease
+from autosizer.controller.overrides import OverrideStore
+from autosizer.controller.queries import DEFAULT_QUERIES
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.pipeline.metrics import PipelineMetrics, serve
+from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
+from tests.daemon_harness import AUTOSIZER, ROOT, start_daemon, stop, write_config
+from tests.integration.test_pipeline import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+class Exporter:
+    """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done."""
+
+    def __init__(self, layout: Layout, rate: float, capacity: float):
+        self.layout, self.rate, self.capacity = layout, rate, capacity
+        self.metrics = PipelineMetrics("test")
+        self.port = free_port()
+        serve(self.metrics, self.port)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        tasks = self.layout.virtual_tasks()
+        self.metrics.started(self.layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
+        produced = done = 0.0
+        while not self.stop.wait(0.25):
+            produced += self.rate / 4
+            done = min(produced, done + self.capacity / 4)
+            each = len(tasks)
+            records = int(self.capacity / 4 / each)
+            histogram = (0,) * (len(PROCESS_TIME_BUCKETS) - 1) + (records, 0)
+            progress = [TaskProgress(t.name, *sorted(t.partitions)[0], int(done / each), records=records,
+                                     process_ns=int(0.25e9 * 0.9), histogram=histogram) for t in tasks]
+            positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
+            self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
+            self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
+                                      for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
+
+    def __enter__(self) -> Exporter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+
+
+def test_leader_lease_is_exclusive_and_taken_over_after_expiry(redis_server, job):
+    store = MetadataStore(redis_server.url, job)
+    first, second = LeaderLease(store, ttl_s=1.0), LeaderLease(store, ttl_s=1.0)
+    assert first.try_acquire() and not second.try_acquire()
+    assert first.try_acquire(), "the holder renews"
+    time.sleep(1.2)  # the holder stops renewing: dead
+    assert second.try_acquire() and not first.try_acquire()
+    assert first.current_holder()[0] == second.holder
+    second.release()
+    assert first.try_acquire(), "a released lease is free at once"
+
+
+def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_server, job):
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    lease = LeaderLease(store, ttl_s=5)
+    journal = ActuationJournal(store, lease.holder)
+    with pytest.raises(JournalRefused, match="no longer holds the leader lease"):
+        journal.begin(1, 1, 2, "test")
+    assert lease.try_acquire()
+    with pytest.raises(JournalRefused, match="generation changed"):
+        journal.begin(7, 1, 2, "decided on an old layout")
+    entry = journal.begin(1, 1, 2, "test", lag_before=10.0)
+    with pytest.raises(JournalRefused, match="another actuation is open"):
+        journal.begin(1, 1, 4, "a second one")
+    entry = journal.advance(entry, "migrate")
+    assert journal.open() == entry
+    lease.release()
+    with pytest.raises(JournalRefused, match="leader lease"):
+        journal.advance(entry, "start")
+    assert journal.open().step == "migrate", "a refused write changes nothing"
+
+
+def test_actuators_are_registered_by_name(redis_server, job):
+    assert {"restart-in-driver", "spark-submit", "dry-run"} <= set(actuator_names())
+    context = ActuatorContext(MetadataStore(redis_server.url, job), None)
+    with pytest.raises(ValueError, match="unknown actuator 'kubectl'"):
+        load_actuator("kubectl", context)
+    with pytest.raises(ValueError, match="command is required"):
+        load_actuator("spark-submit", context, {"pid_file": "/tmp/x.pid"})
+    with pytest.raises(ValueError, match="drain_timeout_s must be a number"):
+        load_actuator("restart-in-driver", context, {"drain_timeout_s": "soon"})
+
+
+def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gone(redis_server, job, tmp_path):
+    layout = Layout(topics={"orders": 2}, factor=1)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(layout)
+    with Exporter(layout, rate=400, capacity=100) as exporter, \
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
+        config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
+                                          actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
+        tick = build_tick(config)
+        collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
+        wait_until(lambda: not collector.collect().problems and collector.lag(), 60, "a first scrape")
+        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 300, 60,
+                   "the input rate over the window")
+        record = tick()
+        assert record.outcome == "dry_run" and record.target > 1, record
+        assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
+
+        overrides = OverrideStore(store)
+        overrides.set("factor", "8")
+        store.redis.set(store.key("override", "max_factor"), "banana")
+        record = tick()
+        assert (record.outcome, record.target, record.reason) == ("dry_run", 8, "pinned to 8 by override; would rescale 1 -> 8")
+        assert record.overrides["errors"] == ["override max_factor='banana' ignored: not a whole number; use a power of two like 8"]
+        overrides.set("pause", "true", ttl_s=1.0)
+        assert tick().outcome == "paused"
+        time.sleep(1.2)  # the pause expires by itself
+        assert tick().outcome == "dry_run"
+
+        overrides.clear("factor")
+        prometheus.stop()
+        record = tick()
+        assert record.outcome == "hold" and "prometheus unreachable" in record.reason and record.target == 1
+        prometheus.start()
+        wait_until(lambda: not collector.collect().problems, 60, "Prometheus back")
+
+
+def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_server, job, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[job]\nname = 'x'\n[guards]\nmax_factor = 6\n")
+    run = subprocess.run([AUTOSIZER, "run", "--config", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "[guards] invalid elasticity factor 6: use a power of two" in run.stderr
+
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    config = write_config(tmp_path / "a.toml", job, redis_server.url, f"http://127.0.0.1:{free_port()}",
+                          actuator={"name": "dry-run", "settings": {}})
+    listen = load_config(config, {}).daemon.listen
+    cli = [AUTOSIZER, "override"]
+    refused = subprocess.run([*cli, "set", "factor", "3", "--config", str(config)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "invalid elasticity factor 3" in refused.stderr
+    daemon = start_daemon(config, tmp_path / "daemon.log")
+    try:
+        store.redis.set(store.key("override", "factor"), "3")  # written behind the CLI's back
+        store.redis.set(store.key("override", "pause"), "perhaps")
+        wait_until(lambda: len(_decisions(config)) >= 3, 60, "three ticks")
+        assert daemon.poll() is None, "the daemon must survive garbage"
+        last = _decisions(config)[-1]
+        assert last["outcome"] == "hold" and "prometheus unreachable" in last["reason"]
+        assert len(last["overrides"]["errors"]) == 2
+        status = subprocess.run([AUTOSIZER, "status", "--config", str(config)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60).stdout
+        assert "error: override factor='3' ignored: invalid elasticity factor 3" in status
+        assert "error: override pause='perhaps' ignored: use true or false" in status
+        assert "leader     " in status and "none" not in status.split("leader")[1].splitlines()[0]
+        with urllib.request.urlopen(f"http://{listen}/healthz", timeout=5) as response:
+            assert response.status == 200
+        with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert 'autosizer_daemon_decisions_total{outcome="hold"}' in text and "autosizer_daemon_factor 1.0" in text
+        listed = subprocess.run([*cli, "set", "factor", "8", "--ttl", "2h", "--config", str(config)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+        assert "factor" in listed and "2.0h" in listed
+    finally:
+        stop(daemon)
+    assert daemon.returncode == 0, "SIGTERM is a clean stop"
+    assert LeaderLease(store, 1).current_holder()[0] is None, "the lease is released on the way out"
+    assert "daemon.stopped" in (tmp_path / "daemon.log").read_text()
+
+
+def _decisions(config) -> list[dict]:
+    out = subprocess.run([AUTOSIZER, "decisions", "--json", "-n", "50", "--config", str(config)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout) if out.returncode == 0 else []
