@@ -18,13 +18,13 @@ AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
 # Short everything: ticks every 2 s over 10 s rate windows, scraped every second.
 FAST = {
     "daemon": {"interval_s": 2.0, "lease_ttl_s": 6.0, "log_level": "info"},
-    "prometheus": {"window": "10s", "timeout_s": 2.0},
+    "prometheus": {"window": "4s", "timeout_s": 2.0},
     "guards": {"cooldown_s": 8.0, "scale_down_delay_s": 6.0, "max_age_s": 10.0, "max_factor": 8},
     "policy": {"name": "autosizer", "settings": {
-        "settle_s": 8.0, "horizon_s": 10.0, "trend_window_s": 20.0, "catch_up_seconds": 60.0}},
+        "settle_s": 8.0, "horizon_s": 10.0, "trend_window_s": 20.0, "catch_up_seconds": 30.0}},
     "actuator": {"name": "restart-in-driver", "settings": {
         "drain_timeout_s": 60.0, "start_timeout_s": 90.0, "verify_timeout_s": 90.0,
-        "verify_window_s": 4.0}},
+        "verify_window_s": 6.0}},
 }
 
 
@@ -52,8 +52,11 @@ def write_config(path: Path, job: str, redis_url: str, prometheus_url: str, **ch
     sections["prometheus"]["url"] = prometheus_url
     sections["daemon"]["listen"] = f"127.0.0.1:{free_port()}"
     for name, values in changes.items():
+        if name in ("policy", "actuator"):  # another plug-in: its own settings only
+            sections[name] = values
+            continue
         for key, value in values.items():
-            if isinstance(value, dict) and value:  # merged; an empty table replaces
+            if isinstance(value, dict):
                 sections[name].setdefault(key, {}).update(value)
             else:
                 sections.setdefault(name, {})[key] = value
@@ -68,12 +71,14 @@ def start_daemon(config: Path, log: Path, **env: str) -> subprocess.Popen:
 
 
 def start_pipeline(redis_url: str, bootstrap: str, job: str, out: Path, log: Path, metrics_port: int,
-                   app: str = "tests.apps:slow_echo", trigger: float = 0.5) -> subprocess.Popen:
+                   app: str = "tests.apps:slow_echo", trigger: float = 0.5,
+                   max_records: int = 4000) -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
         [AUTOSIZER, "pipeline", "run", "--app", app, "--job", job, "--redis", redis_url,
          "--bootstrap", bootstrap, "--sink", f"file:{out}", "--master", "local[2]",
-         "--trigger", str(trigger), "--metrics-port", str(metrics_port)],
+         "--trigger", str(trigger), "--metrics-port", str(metrics_port),
+         "--max-records", str(max_records)],
         cwd=ROOT, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
     )
 

@@ -23,6 +23,7 @@ class Plan:
     reason: str
     lag_before: float | None = None  # records, when decided (None: unknown, verify commits only)
     input_rate: float = 0.0  # records/s, when decided
+    processed_rate: float = 0.0
 
 
 @dataclass(frozen=True)

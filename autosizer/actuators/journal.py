@@ -55,6 +55,7 @@ class Entry:
     reason: str
     lag_before: float | None = None
     input_rate: float = 0.0
+    processed_rate: float = 0.0
     rollback: bool = False
     started_ms: int = 0
     drain_ms: int = 0  # when the drain was requested: the restart downtime runs from here
@@ -88,10 +89,12 @@ class ActuationJournal:
         return [Entry.from_json(r) for r in raw]
 
     def begin(self, from_generation: int, from_factor: int, to_factor: int, reason: str,
-              lag_before: float | None = None, input_rate: float = 0.0, replacing: Entry | None = None) -> Entry:
+              lag_before: float | None = None, input_rate: float = 0.0,
+              processed_rate: float = 0.0, replacing: Entry | None = None) -> Entry:
         """Open an actuation at its first step; `replacing` turns an open one into its rollback."""
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
-                      reason, lag_before, input_rate, replacing is not None, int(time.time() * 1000))
+                      reason, lag_before, input_rate, processed_rate, replacing is not None,
+                      int(time.time() * 1000))
         self._run(self._begin, [self.store.key("leader"), self.key, self.store.key("layout", "current")],
                   [self.holder, from_generation, entry.to_json(), "1" if replacing else "0"])
         return entry

@@ -5,7 +5,9 @@ resumes from the journal: a drain request is idempotent, the migration only happ
 generation is still current, a start request to a running pipeline does nothing, and verification
 simply starts over. If the pipeline does not stop in time, the old layout is resumed ("aborted").
 If the new generation does not commit in time, or lag is worse after the verification window, the
-same path runs backwards to the previous factor ("rolled_back").
+same path runs backwards to the previous factor ("rolled_back"). Lag is "worse" when, over the
+verification window after the first commit, the backlog grows faster than it did before the
+rescale by more than `verify_lag_slack` of the input rate.
 
 Subclasses say how to stop and start the pipeline.
 """
@@ -31,13 +33,13 @@ class RestartActuator:
 
     def __init__(self, context: ActuatorContext, drain_timeout_s: float = 120.0,
                  start_timeout_s: float = 180.0, verify_timeout_s: float = 180.0,
-                 verify_window_s: float = 30.0, verify_lag_tolerance: float = 1.5):
+                 verify_window_s: float = 30.0, verify_lag_slack: float = 0.25):
         self.context, self.store, self.journal = context, context.store, context.journal
         self.drain_timeout = number("drain_timeout_s", drain_timeout_s, 1)
         self.start_timeout = number("start_timeout_s", start_timeout_s, 1)
         self.verify_timeout = number("verify_timeout_s", verify_timeout_s, 1)
         self.verify_window = number("verify_window_s", verify_window_s)
-        self.tolerance = number("verify_lag_tolerance", verify_lag_tolerance, 1)
+        self.slack = number("verify_lag_slack", verify_lag_slack)
 
     # --- what subclasses provide ---------------------------------------------------------------
 
@@ -53,7 +55,7 @@ class RestartActuator:
 
     def act(self, plan: Plan) -> Outcome:
         entry = self.journal.begin(plan.from_generation, plan.from_factor, plan.to_factor,
-                                   plan.reason, plan.lag_before, plan.input_rate)
+                                   plan.reason, plan.lag_before, plan.input_rate, plan.processed_rate)
         return self.resume(entry)
 
     def resume(self, entry: Entry) -> Outcome:
@@ -119,17 +121,23 @@ class RestartActuator:
         downtime = self._downtime(entry)
         if entry.rollback or self.verify_window <= 0 or entry.lag_before is None:
             return None, downtime
+        first = self.context.lag()
         time.sleep(self.verify_window)
-        lag = self.context.lag()
-        if lag is None:
+        last = self.context.lag()
+        if first is None or last is None:
             log.warning("actuation.verify_lag_unknown", id=entry.id,
-                        detail="no lag reading after the verification window; checked commits only")
+                        detail="no lag reading around the verification window; checked commits only")
             return None, downtime
-        # The input that arrived while the pipeline was down is owed on top of the lag before.
-        allowed = entry.lag_before * self.tolerance + entry.input_rate * downtime
-        if lag > allowed:
-            return (f"lag {lag:.0f} after {self.verify_window:.0f}s is worse than the "
-                    f"{allowed:.0f} allowed (lag before {entry.lag_before:.0f})"), downtime
+        # Worse means the backlog grows faster under the new layout than it did under the old
+        # one, by more than a share of the input: a scale-up that helps too little is not worse
+        # (the policy judges that), a scale-down that cannot keep up is.
+        growth = (last - first) / self.verify_window
+        before = max(0.0, entry.input_rate - entry.processed_rate)
+        allowed = before + self.slack * entry.input_rate
+        if growth > allowed:
+            return (f"lag grew {growth:.0f}/s over {self.verify_window:.0f}s under factor "
+                    f"{entry.to_factor}, more than the {allowed:.0f}/s allowed (it grew "
+                    f"{before:.0f}/s before)"), downtime
         return None, downtime
 
     def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:

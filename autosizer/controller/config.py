@@ -41,7 +41,7 @@ class DaemonSection:
 class PrometheusSection:
     url: str = "http://127.0.0.1:9090"
     timeout_s: float = 5.0
-    window: str = "1m"  # the rate() window, substituted for $window in the queries
+    window: str = "30s"  # the rate() window ($window in the queries): about two ticks
     selector: str = ""  # label matchers substituted for $selector, e.g. job="orders"
     queries: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_QUERIES))
 

@@ -52,9 +52,11 @@ class Evaluator:
         seconds = columns["lag_seconds"]
         unknown = np.isnan(seconds)
         if unknown.any():
-            pace = np.maximum(np.maximum(processed, columns["input_rate"]), 1e-9)
-            seconds[unknown] = np.where(columns["lag_records"][unknown] > 0,
-                                        columns["lag_records"][unknown] / pace[unknown], 0.0)
+            pace = np.maximum(processed, columns["input_rate"])[unknown]
+            lag = columns["lag_records"][unknown]
+            # Nothing moving and records waiting: the age is unknown (NaN makes the guards hold).
+            with np.errstate(divide="ignore", invalid="ignore"):
+                seconds[unknown] = np.where(lag > 0, np.where(pace > 0, lag / pace, np.nan), 0.0)
             notes.append(f"lag_seconds estimated from lag and rate for {int(unknown.sum())} partition(s)")
         age = _single(samples.series.get("age_seconds", ()))
         if age is None and not problems:
@@ -83,8 +85,14 @@ class Evaluator:
                 i = row.get(labels.get("task", ""))
                 if i is not None and math.isfinite(value):
                     target[i] = value
+        # The pipeline counts a task's lag from its position to the high watermark, which includes
+        # its siblings' records; its own share of them, for evenly spread keys, is 1/factor. A task
+        # stuck behind its siblings (a hot key) still stands out.
+        lag /= layout.factor
         first = [index[min(t.partitions)] for t in tasks]
-        return TaskStats(tuple(row), first, lag, rate, seconds, np.minimum(busy, 1.0))
+        # busy is not clamped to 1: a batch's processing time lands in the window all at once, and
+        # only the ratio of the two sums (processed / busy) is meaningful.
+        return TaskStats(tuple(row), first, lag, rate, seconds, busy)
 
 
 def _partition(labels: Labels) -> TopicPartition | None:

@@ -70,6 +70,10 @@ def serve(metrics: DaemonMetrics, address: str) -> ThreadingHTTPServer:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer((host, int(port)), Handler)
+    try:
+        server = ThreadingHTTPServer((host, int(port)), Handler)
+    except OSError as exc:
+        raise ValueError(f"cannot serve /metrics on {address} ({exc.strerror}): pick a free port "
+                         "in [daemon] listen, or \"\" for none") from None
     threading.Thread(target=server.serve_forever, name="autosizer-http", daemon=True).start()
     return server

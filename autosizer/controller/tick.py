@@ -100,7 +100,8 @@ class Tick:
         obs = evaluation.observation
         trusted = not evaluation.problems  # a pin acts without metrics: verify commits only
         plan = Plan(layout.generation, layout.factor, decision.factor, decision.reason,
-                    obs.lag_records if trusted else None, obs.input_rate if trusted else 0.0)
+                    obs.lag_records if trusted else None, obs.input_rate if trusted else 0.0,
+                    obs.processed_rate if trusted else 0.0)
         outcome = self._guarded(lambda: self.actuator.act(plan))
         result, reason = self._describe(outcome, layout.factor, decision.reason)
         return self._record(layout, decision.factor, result, reason, began, inputs, overrides,

@@ -1,0 +1,166 @@
+"""The daemon against a real job: Tansu, Redis, Prometheus, the Spark pipeline and the daemon, each
+its own process, with a load that steps up and down. The exactly-once file sink is checked at the
+end of every test: whatever the daemon did, no message was lost or duplicated."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from autosizer.actuators.journal import ActuationJournal
+from autosizer.actuators.restart import HOLD_AT_STEP
+from autosizer.controller.journal import DecisionJournal
+from autosizer.controller.overrides import OverrideStore
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.pipeline.control import ControlChannel
+from autosizer.pipeline.sinks import read_committed
+from examples.loadgen import StepLoad
+from tests.daemon_harness import start_daemon, start_pipeline, stop, write_config
+from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
+
+pytestmark = pytest.mark.integration
+PARTITIONS = 2
+
+
+class Job:
+    """One running job: broker topic, layout, pipeline process, Prometheus scraping it, a load."""
+
+    def __init__(self, redis_server, broker, job: str, tmp: Path, factor: int = 1, rate: float = 40):
+        self.tmp, self.job, self.redis_url = tmp, job, redis_server.url
+        broker.create_topic("orders", PARTITIONS)
+        self.store = MetadataStore(redis_server.url, job)
+        self.store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=factor))
+        self.decisions = DecisionJournal(self.store)
+        self.out = tmp / "out"
+        port = free_port()
+        self.prometheus = EmbeddedPrometheus([f"127.0.0.1:{port}"], tmp / "prometheus").start()
+        self.pipeline = start_pipeline(redis_server.url, broker.bootstrap, job, self.out,
+                                       tmp / "pipeline.log", port)
+        self.load = StepLoad(broker, "orders", PARTITIONS, rate=rate)
+        self.load.start()
+        self.daemons: list = []
+        wait_until(lambda: self.store.committed_batch(1) >= 1, 180, "the pipeline's first batch")
+
+    def config(self, name: str = "daemon", **changes) -> Path:
+        return write_config(self.tmp / f"{name}.toml", self.job, self.redis_url, self.prometheus.url, **changes)
+
+    def daemon(self, config: Path, name: str = "daemon", **env: str):
+        proc = start_daemon(config, self.tmp / f"{name}.log", **env)
+        self.daemons.append(proc)
+        return proc
+
+    def factor(self) -> int:
+        return self.store.layout().factor
+
+    def finish(self) -> None:
+        """Stop the load, let the pipeline catch up, check exactly once in key order."""
+        total = self.load.finish()
+        wait_until(lambda: read_committed(self.out).num_rows >= total, 240, f"all {total} messages")
+        time.sleep(1.5)  # a duplicate would show up as extra rows
+        check_exactly_once_in_key_order(read_committed(self.out), total)
+
+    def close(self) -> None:
+        self.load.stop.set()
+        for proc in self.daemons:
+            if proc.poll() is None:
+                proc.kill()
+        stop(self.pipeline)
+        self.prometheus.stop()
+
+
+@pytest.fixture
+def running_job(redis_server, broker, job, tmp_path):
+    made: list[Job] = []
+
+    def make(**kwargs) -> Job:
+        made.append(Job(redis_server, broker, job, tmp_path, **kwargs))
+        return made[-1]
+
+    yield make
+    for j in made:
+        j.close()
+
+
+def test_scales_up_within_3_ticks_holds_without_prometheus_then_scales_down(running_job):
+    job = running_job()
+    job.daemon(job.config())
+    wait_until(lambda: any(d["inputs"].get("task_capacity") for d in job.decisions.last(5)), 120,
+               "a decision with a measured task capacity")
+    stepped = time.time()
+    job.load.set_rate(600)  # factor 1 runs 2 tasks of < 200/s: far behind
+    wait_until(lambda: any(d["outcome"] == "scale_up" for d in job.decisions.last(60)), 180, "a scale-up")
+    after = [d for d in job.decisions.last(200) if d["time"] > stepped]
+    ticks = next(i for i, d in enumerate(after, 1) if d["outcome"] == "scale_up")
+    assert ticks <= 3, f"scaled up at the {ticks}th tick after the step: {after[:ticks]}"
+
+    wait_until(lambda: (d := job.decisions.last(1)[0])["inputs"].get("lag_seconds", 99) < 5
+               and d["factor"] > 1, 180, "lag to recover")
+    job.load.set_rate(20)
+    factor = job.factor()
+    job.prometheus.stop()
+    outage = time.time()
+    time.sleep(10)
+    during = [d for d in job.decisions.last(20) if d["time"] > outage + 0.5]
+    assert len(during) >= 3 and job.factor() == factor, "no rescale without metrics"
+    assert all(d["outcome"] == "hold" and "prometheus unreachable" in d["reason"] for d in during), during
+    job.prometheus.start()
+    wait_until(lambda: any(d["outcome"] == "scale_down" for d in job.decisions.last(50)), 180,
+               "a scale-down once metrics are back")
+    assert job.factor() < factor
+    job.finish()
+
+
+def test_kill_9_at_each_actuation_step_resumes_and_loses_nothing(running_job):
+    job = running_job(factor=1, rate=60)
+    config = job.config(policy={"name": "lag-threshold", "settings": {"lag_threshold": 1e9}})
+    overrides = OverrideStore(job.store)
+    actuations = ActuationJournal(job.store, "")
+    for step, factor in (("drain", 2), ("migrate", 4), ("start", 2), ("verify", 8)):
+        overrides.set("factor", str(factor))
+        victim = job.daemon(config, f"victim-{step}", **{HOLD_AT_STEP: step})
+        wait_until(lambda s=step: (e := actuations.open()) is not None and e.step == s, 120,
+                   f"the actuation to reach {step}")
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(10)
+        successor = job.daemon(config, f"successor-{step}")
+        wait_until(lambda: actuations.open() is None, 180, f"the successor to finish the {step} actuation")
+        assert job.factor() == factor, f"resumed from {step} to factor {factor}"
+        assert actuations.history(1)[0].result == "done"
+        wait_until(lambda f=factor: ControlChannel(job.store).status().get("state")
+                   == f"running@{job.store.current_generation()}", 60, "the pipeline running")
+        stop(successor)
+    job.finish()
+
+
+def test_two_daemons_actuate_once_per_generation_and_the_standby_takes_over(running_job):
+    job = running_job(factor=1, rate=60)
+    never = {"name": "lag-threshold", "settings": {"lag_threshold": 1e9}}  # moves only when pinned
+    first = job.daemon(job.config("first", policy=never), "first")
+    wait_until(lambda: job.decisions.last(1), 60, "a first decision")
+    second = job.daemon(job.config("second", policy=never), "second")
+    leader = job.decisions.last(1)[0]["holder"]
+    OverrideStore(job.store).set("factor", "4")
+    wait_until(lambda: job.factor() == 4 and ActuationJournal(job.store, "").open() is None, 180,
+               "the rescale to 4")
+    time.sleep(3)
+    actuated = [d for d in job.decisions.last(100) if d["actuation"] and d["actuation"]["result"] == "done"]
+    assert len(actuated) == 1 and job.store.current_generation() == 2, "one actuation for one generation"
+    assert {d["holder"] for d in job.decisions.last(100)} == {leader}, "the standby never decides"
+
+    victim, standby = (first, second) if f":{first.pid}:" in leader else (second, first)
+    os.kill(victim.pid, signal.SIGKILL)
+    killed = time.time()
+    wait_until(lambda: (d := job.decisions.last(1)) and d[0]["holder"] != leader, 60, "the takeover")
+    took = job.decisions.last(1)[0]["time"] - killed
+    assert took < 2 * 6.0, f"standby took over after {took:.1f}s, more than two lease periods"
+    assert f":{standby.pid}:" in job.decisions.last(1)[0]["holder"]
+    OverrideStore(job.store).set("factor", "2")
+    wait_until(lambda: job.factor() == 2, 180, "the new leader's rescale")
+    assert job.store.current_generation() == 3
+    job.finish()
