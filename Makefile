@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-unit test-integration lint demo walkthrough bench clean
+.PHONY: setup test test-unit test-integration lint demo quickstart walkthrough bench clean
+DURATION ?= 180
 
 setup: $(STAMP)
 	@bash scripts/setup-system.sh
@@ -27,6 +28,9 @@ test-integration: setup
 	$(BIN)/pytest -q tests/integration
 
 demo: setup
+	$(BIN)/python examples/demo.py --duration $(DURATION)
+
+quickstart: setup
 	$(BIN)/python examples/quickstart.py
 
 walkthrough: setup
@@ -35,6 +39,7 @@ walkthrough: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_buckets.py
 	$(BIN)/python benchmarks/bench_migrate.py
+	$(BIN)/python benchmarks/bench_daemon.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

@@ -6,7 +6,7 @@ four ordered workers, about 2,000 records/s at best. Then it rescales to factor 
 migrate checkpoints → start) and runs 32 ordered workers on the same 4 partitions. At the end it
 checks the exactly-once file sink: every order enriched once, per customer in order.
 
-Run: make demo   (or: .venv/bin/python examples/quickstart.py [--seconds 20] [--rate 4000])
+Run: make quickstart   (or: .venv/bin/python examples/quickstart.py [--seconds 20] [--rate 4000])
 """
 
 from __future__ import annotations

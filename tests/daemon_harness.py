@@ -8,9 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from autosizer.elasticity import Layout
 from autosizer.embedded import free_port
+from autosizer.pipeline.metrics import PipelineMetrics, serve
+from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
@@ -70,17 +74,20 @@ def start_daemon(config: Path, log: Path, **env: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT)
 
 
+def pipeline_command(redis_url: str, bootstrap: str, job: str, out: Path, metrics_port: int,
+                     app: str = "tests.apps:slow_echo", trigger: float = 0.5,
+                     max_records: int = 4000) -> list[str]:
+    return [AUTOSIZER, "pipeline", "run", "--app", app, "--job", job, "--redis", redis_url,
+            "--bootstrap", bootstrap, "--sink", f"file:{out}", "--master", "local[2]",
+            "--trigger", str(trigger), "--metrics-port", str(metrics_port),
+            "--max-records", str(max_records)]
+
+
 def start_pipeline(redis_url: str, bootstrap: str, job: str, out: Path, log: Path, metrics_port: int,
-                   app: str = "tests.apps:slow_echo", trigger: float = 0.5,
-                   max_records: int = 4000) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen(
-        [AUTOSIZER, "pipeline", "run", "--app", app, "--job", job, "--redis", redis_url,
-         "--bootstrap", bootstrap, "--sink", f"file:{out}", "--master", "local[2]",
-         "--trigger", str(trigger), "--metrics-port", str(metrics_port),
-         "--max-records", str(max_records)],
-        cwd=ROOT, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
-    )
+                   **options) -> subprocess.Popen:
+    return subprocess.Popen(pipeline_command(redis_url, bootstrap, job, out, metrics_port, **options),
+                            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+                            stdout=log.open("a"), stderr=subprocess.STDOUT)
 
 
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -92,3 +99,39 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+class Exporter:
+    """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done."""
+
+    def __init__(self, layout: Layout, rate: float, capacity: float):
+        self.layout, self.rate, self.capacity = layout, rate, capacity
+        self.metrics = PipelineMetrics("test")
+        self.port = free_port()
+        serve(self.metrics, self.port)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        tasks = self.layout.virtual_tasks()
+        self.metrics.started(self.layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
+        produced = done = 0.0
+        while not self.stop.wait(0.25):
+            produced += self.rate / 4
+            done = min(produced, done + self.capacity / 4)
+            each = len(tasks)
+            records = int(self.capacity / 4 / each)
+            histogram = (0,) * (len(PROCESS_TIME_BUCKETS) - 1) + (records, 0)
+            progress = [TaskProgress(t.name, *sorted(t.partitions)[0], int(done / each), records=records,
+                                     process_ns=int(0.25e9 * 0.9), histogram=histogram) for t in tasks]
+            positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
+            self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
+            self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
+                                      for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
+
+    def __enter__(self) -> Exporter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -23,48 +22,10 @@ from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
-from autosizer.pipeline.metrics import PipelineMetrics, serve
-from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
-from tests.daemon_harness import AUTOSIZER, ROOT, start_daemon, stop, write_config
+from tests.daemon_harness import AUTOSIZER, ROOT, Exporter, start_daemon, stop, write_config
 from tests.integration.test_pipeline import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-class Exporter:
-    """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done."""
-
-    def __init__(self, layout: Layout, rate: float, capacity: float):
-        self.layout, self.rate, self.capacity = layout, rate, capacity
-        self.metrics = PipelineMetrics("test")
-        self.port = free_port()
-        serve(self.metrics, self.port)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._feed, daemon=True)
-
-    def _feed(self) -> None:
-        tasks = self.layout.virtual_tasks()
-        self.metrics.started(self.layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
-        produced = done = 0.0
-        while not self.stop.wait(0.25):
-            produced += self.rate / 4
-            done = min(produced, done + self.capacity / 4)
-            each = len(tasks)
-            records = int(self.capacity / 4 / each)
-            histogram = (0,) * (len(PROCESS_TIME_BUCKETS) - 1) + (records, 0)
-            progress = [TaskProgress(t.name, *sorted(t.partitions)[0], int(done / each), records=records,
-                                     process_ns=int(0.25e9 * 0.9), histogram=histogram) for t in tasks]
-            positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
-            self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
-            self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
-                                      for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
-
-    def __enter__(self) -> Exporter:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
 
 
 def test_leader_lease_is_exclusive_and_taken_over_after_expiry(redis_server, job):

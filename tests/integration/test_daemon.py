@@ -21,7 +21,7 @@ from autosizer.embedded import EmbeddedPrometheus, free_port
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import read_committed
 from examples.loadgen import StepLoad
-from tests.daemon_harness import start_daemon, start_pipeline, stop, write_config
+from tests.daemon_harness import pipeline_command, start_daemon, start_pipeline, stop, write_config
 from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
 
 pytestmark = pytest.mark.integration
@@ -40,6 +40,7 @@ class Job:
         self.out = tmp / "out"
         port = free_port()
         self.prometheus = EmbeddedPrometheus([f"127.0.0.1:{port}"], tmp / "prometheus").start()
+        self.command = pipeline_command(redis_server.url, broker.bootstrap, job, self.out, port)
         self.pipeline = start_pipeline(redis_server.url, broker.bootstrap, job, self.out,
                                        tmp / "pipeline.log", port)
         self.load = StepLoad(broker, "orders", PARTITIONS, rate=rate)
@@ -164,3 +165,28 @@ def test_two_daemons_actuate_once_per_generation_and_the_standby_takes_over(runn
     wait_until(lambda: job.factor() == 2, 180, "the new leader's rescale")
     assert job.store.current_generation() == 3
     job.finish()
+
+
+def test_spark_submit_actuator_relaunches_the_driver_under_the_new_layout(running_job):
+    job = running_job(factor=1, rate=60)
+    pid_file = job.tmp / "driver.pid"
+    pid_file.write_text(f"{job.pipeline.pid}\n")
+    never = {"lag_threshold": 1e9}
+    config = job.config(policy={"name": "lag-threshold", "settings": never},
+                        actuator={"name": "spark-submit", "settings": {
+                            "command": job.command, "pid_file": str(pid_file),
+                            "log_file": str(job.tmp / "relaunched.log"), "verify_timeout_s": 180.0,
+                            "verify_window_s": 4.0}})
+    daemon = job.daemon(config)
+    OverrideStore(job.store).set("factor", "4")
+    try:
+        wait_until(lambda: any(d["outcome"] == "scale_up" for d in job.decisions.last(20)), 240,
+                   "the relaunched driver to run factor 4")
+        assert job.pipeline.wait(5) == 0, "the first driver stopped on SIGTERM, cleanly"
+        assert int(pid_file.read_text()) != job.pipeline.pid and job.factor() == 4
+        stop(daemon)
+        job.finish()
+    finally:
+        relaunched = int(pid_file.read_text())
+        if relaunched != job.pipeline.pid:
+            os.kill(relaunched, signal.SIGTERM)

@@ -144,3 +144,18 @@ def test_collection_problems_pass_through_as_they_are():
     evaluation = Evaluator().evaluate(broken, LAYOUT)
     assert evaluation.problems == broken.problems and not evaluation.observation.complete
     assert math.isnan(evaluation.observation.lag_records) or np.isnan(evaluation.observation.partitions.lag_records).all()
+
+
+def test_the_config_reference_in_deploy_loads_and_shows_the_defaults():
+    from pathlib import Path
+
+    from autosizer.controller.config import DaemonSection, PrometheusSection
+
+    config = load_config(Path(__file__).resolve().parents[2] / "deploy" / "autosizer.toml", {})
+    assert config.daemon == DaemonSection() and config.prometheus == PrometheusSection()
+    assert config.guards == Guards() and config.policy.name == "autosizer"
+    assert config.actuator.name == "restart-in-driver"
+    from autosizer.actuators.restart import RestartActuator
+
+    defaults = RestartActuator.__init__.__defaults__
+    assert tuple(config.actuator.settings.values()) == defaults
