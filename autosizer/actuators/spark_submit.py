@@ -54,6 +54,7 @@ class SparkSubmit(RestartActuator):
                 os.kill(pid, signal.SIGKILL)
                 break
             time.sleep(0.2)
+        self.pid_file.unlink(missing_ok=True)  # so a resumed start relaunches, whatever got the pid
         return True
 
     def start(self, generation: int) -> bool:
@@ -85,4 +86,7 @@ class SparkSubmit(RestartActuator):
             return False
         except PermissionError:
             return True
-        return True
+        try:  # an exited driver whose parent has not reaped it yet is a zombie: gone for us
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return True

@@ -187,6 +187,6 @@ def test_spark_submit_actuator_relaunches_the_driver_under_the_new_layout(runnin
         stop(daemon)
         job.finish()
     finally:
-        relaunched = int(pid_file.read_text())
+        relaunched = int(pid_file.read_text()) if pid_file.exists() else job.pipeline.pid
         if relaunched != job.pipeline.pid:
             os.kill(relaunched, signal.SIGTERM)
