@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup test test-unit test-integration lint demo quickstart walkthrough bench clean
-DURATION ?= 180
+DURATION ?= 240
 
 setup: $(STAMP)
 	@bash scripts/setup-system.sh

@@ -13,7 +13,6 @@ Run: make demo   (or: .venv/bin/python examples/demo.py [--duration 240] [--png 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -24,18 +23,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autosizer.controller.collector import PrometheusCollector  # noqa: E402
 from autosizer.controller.config import load_config  # noqa: E402
 from autosizer.controller.daemon import Daemon  # noqa: E402
 from autosizer.controller.journal import DecisionJournal  # noqa: E402
 from autosizer.controller.logging import configure_logging  # noqa: E402
+from autosizer.controller.queries import DEFAULT_QUERIES  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.loadgen import StepLoad  # noqa: E402
+from examples.loadgen import StepLoad, check_orders  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS, LOW, HIGH = 4, 100.0, 1200.0
+SHOWN = ("input_rate", "processed_rate", "lag_records")
 CONFIG = """
 [job]
 name = "{job}"
@@ -76,7 +78,7 @@ verify_window_s = 10
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=180, help="seconds to run (default 180)")
+    parser.add_argument("--duration", type=float, default=240, help="seconds to run (default 240)")
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
     args = parser.parse_args()
     configure_logging(level="warning")
@@ -103,69 +105,56 @@ def main() -> None:
         )
         load = StepLoad(broker, "orders", PARTITIONS, rate=LOW, json_values=True)
         daemon = Daemon(load_config(config_path))
+        runner = threading.Thread(target=daemon.run, name="daemon", daemon=True)
+        probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")
         timeline: list[dict] = []
         try:
             print("starting Spark (about 20 s)...")
+            load.start()
             while store.committed_batch(1) < 1:
                 if pipeline.poll() is not None:
                     raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
                 time.sleep(0.5)
-            load.start()
-            threading.Thread(target=daemon.run, name="daemon", daemon=True).start()
-            watch(store, load, args.duration, timeline)
+            runner.start()
+            watch(store, load, probe, args.duration, timeline)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
             total = load.finish() if load.is_alive() else load.sent
             daemon.stopping.set()
+            if runner.is_alive():
+                print("\nstopping the daemon (it finishes a rescale in progress first)...")
+                runner.join(300)
             print(f"\nproduced {total} orders; waiting for the pipeline to finish them...")
             deadline = time.monotonic() + 120
             while read_committed(workdir / "enriched").num_rows < total and time.monotonic() < deadline:
                 time.sleep(1)
             pipeline.terminate()
             pipeline.wait(60)
-        check(read_committed(workdir / "enriched"), total)
+        check_orders(read_committed(workdir / "enriched"), total)
         plot(timeline, Path(args.png))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
 
 
-def watch(store: MetadataStore, load: StepLoad, duration: float, timeline: list[dict]) -> None:
-    """Step the load and show the job as the daemon sees it, once a second."""
+def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
+          timeline: list[dict]) -> None:
+    """Step the load; once a second, read the job from Prometheus and show it with the last decision."""
     journal, began = DecisionJournal(store), time.monotonic()
-    shown = None
     while (elapsed := time.monotonic() - began) < duration:
-        load.set_rate(HIGH if 0.15 * duration <= elapsed < 0.55 * duration else LOW)
-        last = journal.last(1)
-        d = last[0] if last else {"inputs": {}, "outcome": "-", "reason": "waiting for the first tick",
-                                  "factor": store.layout().factor, "target": 1}
-        i = d["inputs"]
+        load.set_rate(HIGH if 0.1 * duration <= elapsed < 0.45 * duration else LOW)
+        sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
-        timeline.append({"t": elapsed, "load": load.rate, "input": i.get("input_rate"),
-                         "processed": i.get("processed_rate"), "lag": i.get("lag_records"),
-                         "factor": factor})
-        line = (f"{elapsed:5.0f}s  load {load.rate:6.0f}/s  factor {factor:2d}  "
-                f"lag {_n(i.get('lag_records')):>7}  in {_n(i.get('input_rate')):>6}/s  "
-                f"out {_n(i.get('processed_rate')):>6}/s  | {d['outcome']}: {d['reason'][:70]}")
-        if line[6:] != shown:
-            print(line, flush=True)
-            shown = line[6:]
-        time.sleep(1)
-
-
-def _n(value) -> str:
-    return "-" if value is None else f"{value:.0f}"
-
-
-def check(table, total: int) -> None:
-    orders = [json.loads(v) for v in table.column("value").to_pylist()]
-    ids = [o["order"] for o in orders]
-    last: dict[int, int] = {}
-    in_order = True
-    for o in orders:
-        in_order &= last.get(o["customer"], -1) < o["seq"]
-        last[o["customer"]] = o["seq"]
-    print(f"exactly once: {len(set(ids))} of {total} orders enriched, {len(ids) - len(set(ids))} "
-          f"duplicates, per-customer order {'kept' if in_order else 'BROKEN'}")
+        timeline.append({"t": elapsed, "load": load.rate, "factor": factor,
+                         "input": sums["input_rate"], "processed": sums["processed_rate"],
+                         "lag": sums["lag_records"]})
+        last = journal.last(1)
+        said = "waiting for the first tick" if not last else (
+            last[0]["reason"] if last[0]["reason"].startswith(last[0]["outcome"])
+            else f"{last[0]['outcome']}: {last[0]['reason']}")
+        print(f"{elapsed:5.0f}s  load {load.rate:5.0f}/s  in {sums['input_rate']:5.0f}/s  "
+              f"out {sums['processed_rate']:5.0f}/s  lag {sums['lag_records']:6.0f}  factor {factor:2d}"
+              f"  | {said[:80]}", flush=True)
+        time.sleep(max(0.0, 1 - (time.monotonic() - began - elapsed)))
 
 
 def plot(timeline: list[dict], path: Path) -> None:
@@ -177,7 +166,7 @@ def plot(timeline: list[dict], path: Path) -> None:
     t = [p["t"] for p in timeline]
     fig, (rates, lag, factor) = plt.subplots(3, 1, sharex=True, figsize=(10, 7))
     rates.plot(t, [p["load"] for p in timeline], label="load (produced/s)", color="gray", ls="--")
-    rates.plot(t, [p["input"] for p in timeline], label="input rate (Prometheus)")
+    rates.plot(t, [p["input"] for p in timeline], label="input rate (Prometheus, 5 s)")
     rates.plot(t, [p["processed"] for p in timeline], label="processed rate")
     rates.set_ylabel("records/s")
     rates.legend(loc="upper right")

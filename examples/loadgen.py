@@ -56,3 +56,18 @@ class StepLoad(threading.Thread):
         self.stop.set()
         self.join(60)
         return self.sent
+
+
+def check_orders(table, total: int) -> None:
+    """Print the exactly-once verdict on enriched orders; exit non-zero when it fails."""
+    orders = [json.loads(v) for v in table.column("value").to_pylist()]
+    ids = [o["order"] for o in orders]
+    last: dict[int, int] = {}
+    in_order = True
+    for o in orders:
+        in_order &= last.get(o["customer"], -1) < o["seq"]
+        last[o["customer"]] = o["seq"]
+    print(f"exactly once: {len(set(ids))} of {total} orders enriched, {len(ids) - len(set(ids))} "
+          f"duplicates, per-customer order {'kept' if in_order else 'BROKEN'}")
+    if not (len(ids) == len(set(ids)) == total and in_order):
+        raise SystemExit("exactly-once or ordering check failed")

@@ -30,6 +30,7 @@ from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedRedis  # noqa: E402
 from autosizer.pipeline.control import ControlChannel  # noqa: E402
 from autosizer.pipeline.sinks import FileSink, read_committed  # noqa: E402
+from examples.loadgen import check_orders  # noqa: E402
 
 PARTITIONS, CUSTOMERS = 4, 5000
 
@@ -110,7 +111,7 @@ def main() -> None:
             deadline = time.monotonic() + 300
             while read_committed(sink.path).num_rows < total and time.monotonic() < deadline:
                 time.sleep(0.5)
-            verify(read_committed(sink.path), total)
+            check_orders(read_committed(sink.path), total)
         finally:
             stop_agent.set()
             runner.join(60)
@@ -129,21 +130,6 @@ def report(store: MetadataStore, sink: FileSink, agent, seconds: float) -> None:
         rows = read_committed(sink.path).num_rows
         lag = sum(agent.metrics.partition_lag().values())
         print(f"  {rows - start_rows:7d} enriched, {(rows - start_rows) / (time.monotonic() - start):7.0f}/s, lag {lag}")
-
-
-def verify(table, total: int) -> None:
-    orders = [json.loads(v) for v in table.column("value").to_pylist()]
-    ids = [o["order"] for o in orders]
-    last: dict[int, int] = {}
-    in_order = True
-    for o in orders:
-        in_order &= last.get(o["customer"], -1) < o["seq"]
-        last[o["customer"]] = o["seq"]
-    exact = len(ids) == len(set(ids)) == total
-    print(f"{len(set(ids))} of {total} orders enriched, {len(ids) - len(set(ids))} duplicates, "
-          f"per-customer order {'kept' if in_order else 'BROKEN'}")
-    if not (exact and in_order):
-        raise SystemExit("exactly-once or ordering check failed")
 
 
 if __name__ == "__main__":
