@@ -80,8 +80,9 @@ class Tick:
             return self._record(None, None, "error", str(exc), began)
         if open_entry is not None:
             outcome = self._guarded(lambda: self.actuator.resume(open_entry))
-            return self._record(layout, open_entry.to_factor, *self._describe(outcome, layout.factor),
-                                began, actuation=outcome)
+            result, reason = self._describe(outcome, open_entry.from_factor,
+                                            f"resumed actuation {open_entry.id} from step {open_entry.step}")
+            return self._record(layout, open_entry.to_factor, result, reason, began, actuation=outcome)
         overrides = self._read_overrides()
         samples = self.collector.collect()
         rescaled = self._last_rescale()
@@ -139,7 +140,7 @@ class Tick:
             return "error", f"actuation not done: {outcome}"
         if outcome.result == "done":
             kind = "scale_up" if outcome.factor > factor else "scale_down"
-            return kind, reason or f"resumed actuation finished at factor {outcome.factor}"
+            return kind, reason
         return outcome.result, "; ".join(p for p in (reason, outcome.detail) if p)
 
     def _read_overrides(self) -> Overrides:
