@@ -14,13 +14,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
+from autosizer.controller.config import DEFAULT_REDIS
 from autosizer.controller.logging import configure_logging
 from autosizer.controller.table import format_table
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 from autosizer.elasticity.store import MetadataStore, StoreError
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
 class UsageError(Exception):

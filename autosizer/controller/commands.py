@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from autosizer.actuators.journal import ActuationJournal, last_rescale
-from autosizer.controller.config import ConfigError, load_config
+from autosizer.controller.config import DEFAULT_REDIS, ConfigError, load_config
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import NAMES, OverrideStore
@@ -86,17 +86,11 @@ def _store(args: argparse.Namespace) -> MetadataStore:
     if args.config:
         config = load_config(args.config)
         job = job or config.job.name
-        if "AUTOSIZER_REDIS_URL" not in os.environ and args.redis == _default_redis():
+        if "AUTOSIZER_REDIS_URL" not in os.environ and args.redis == DEFAULT_REDIS:
             url = config.job.redis_url
     if not job:
         raise ConfigError("no job given: pass --job NAME, set AUTOSIZER_JOB or pass --config")
     return MetadataStore(url, job)
-
-
-def _default_redis() -> str:
-    from autosizer.controller.cli import DEFAULT_REDIS
-
-    return DEFAULT_REDIS
 
 
 # --- override ----------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from typing import Any
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.policies.guards import Guards
 
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
 
 class ConfigError(ValueError):
     """The configuration is unusable; the message names the key and what to write instead."""
@@ -25,7 +27,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class JobSection:
     name: str = ""
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = DEFAULT_REDIS
 
 
 @dataclass(frozen=True)
