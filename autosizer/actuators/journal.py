@@ -90,13 +90,13 @@ class ActuationJournal:
 
     def begin(self, from_generation: int, from_factor: int, to_factor: int, reason: str,
               lag_before: float | None = None, input_rate: float = 0.0,
-              processed_rate: float = 0.0, replacing: Entry | None = None) -> Entry:
-        """Open an actuation at its first step; `replacing` turns an open one into its rollback."""
+              processed_rate: float = 0.0, rollback: bool = False) -> Entry:
+        """Open an actuation at its first step; a rollback replaces the open one it undoes."""
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
-                      reason, lag_before, input_rate, processed_rate, replacing is not None,
+                      reason, lag_before, input_rate, processed_rate, rollback,
                       int(time.time() * 1000))
         self._run(self._begin, [self.store.key("leader"), self.key, self.store.key("layout", "current")],
-                  [self.holder, from_generation, entry.to_json(), "1" if replacing else "0"])
+                  [self.holder, from_generation, entry.to_json(), "1" if rollback else "0"])
         return entry
 
     def advance(self, entry: Entry, step: str, **changes: object) -> Entry:

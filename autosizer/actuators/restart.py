@@ -148,7 +148,7 @@ class RestartActuator:
                                  f"rollback failed: {why}", began, steps)
         log.warning("actuation.rolling_back", id=entry.id, error=why)
         back = self.journal.begin(entry.to_generation, entry.to_factor, entry.from_factor,
-                                  f"rollback: {why}", replacing=entry)
+                                  f"rollback: {why}", rollback=True)
         result = self.resume(back)
         detail = why if result.result == "rolled_back" else f"{why}; {result.detail}"
         return self._outcome(result.result, result.factor, result.generation, detail, began,

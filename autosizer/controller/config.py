@@ -129,14 +129,14 @@ def _scalar(text: str) -> Any:
 def _section(source: str, name: str, cls: type, values: Any) -> Any:
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: [{name}] must be a table of settings")
-    known = {f.name: f for f in fields(cls)}
+    defaults = cls()
+    known = {f.name for f in fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"{source}: unknown setting {key!r} in [{name}]: known settings are "
                               f"{', '.join(sorted(known))}")
-        default = getattr(cls(), key) if name != "job" or key != "name" else ""
-        kwargs[key] = _coerce(source, name, key, value, default)
+        kwargs[key] = _coerce(source, name, key, value, getattr(defaults, key))
     try:
         return cls(**kwargs)
     except ValueError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import structlog
@@ -174,9 +174,7 @@ class Tick:
         factor = layout.factor if layout else 0
         applied = None
         if isinstance(actuation, Outcome):
-            applied = {"result": actuation.result, "factor": actuation.factor,
-                       "generation": actuation.generation, "detail": actuation.detail,
-                       "seconds": round(actuation.seconds, 3), "steps": actuation.steps}
+            applied = {**asdict(actuation), "seconds": round(actuation.seconds, 3)}
         elif actuation is not None:
             applied = {"result": "error", "detail": str(actuation)}
         record = DecisionRecord(

@@ -1,0 +1,70 @@
+"""The actuators' unhappy paths on real Redis: a drain nobody answers aborts and keeps the old
+layout; a new generation that never commits is rolled back to the old factor by the same path."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from autosizer.actuators.base import ActuatorContext, Plan
+from autosizer.actuators.journal import ActuationJournal
+from autosizer.actuators.registry import load_actuator
+from autosizer.controller.lease import LeaderLease
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+
+pytestmark = pytest.mark.integration
+
+# A driver that only manages to run factor 1: it commits a first batch under the current
+# generation when that generation's factor is 1, and never otherwise (think: CPU-bound past 1).
+DRIVER = textwrap.dedent("""
+    import signal, sys, time
+    from autosizer.elasticity.store import MetadataStore
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    store = MetadataStore(sys.argv[1], sys.argv[2])
+    layout = store.layout()
+    if layout.factor == 1:
+        store.commit(layout.generation, {}, batch=1)
+    while True:
+        time.sleep(1)
+""")
+
+
+def actuator(store: MetadataStore, name: str, settings: dict):
+    lease = LeaderLease(store, ttl_s=30)
+    assert lease.try_acquire()
+    journal = ActuationJournal(store, lease.holder)
+    return load_actuator(name, ActuatorContext(store, journal), settings), journal
+
+
+def test_a_drain_nobody_answers_aborts_and_keeps_the_old_layout(redis_server, job):
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=2))
+    restart, journal = actuator(store, "restart-in-driver", {"drain_timeout_s": 1.0, "start_timeout_s": 1.0})
+    outcome = restart.act(Plan(1, 2, 8, "test"))
+    assert (outcome.result, outcome.factor, outcome.generation) == ("aborted", 2, 1)
+    assert store.layout().generation == 1 and journal.open() is None
+    assert journal.history(1)[0].result == "aborted"
+
+
+def test_a_generation_that_never_commits_is_rolled_back(redis_server, job, tmp_path):
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    submit, journal = actuator(store, "spark-submit", {
+        "command": [sys.executable, str(script), redis_server.url, job],
+        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
+        "verify_timeout_s": 3.0, "verify_window_s": 0.0})
+    try:
+        outcome = submit.act(Plan(1, 1, 4, "test", lag_before=0.0))
+        assert (outcome.result, outcome.factor, outcome.generation) == ("rolled_back", 1, 3)
+        assert "committed no batch within 3s" in outcome.detail
+        assert outcome.steps == ["drain", "migrate", "start", "verify"] * 2
+        layout = store.layout()
+        assert (layout.generation, layout.factor) == (3, 1) and store.committed_batch(3) == 1
+        assert journal.open() is None and journal.history(1)[0].result == "rolled_back"
+    finally:
+        submit.stop(store.current_generation())
