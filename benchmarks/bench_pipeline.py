@@ -2,7 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [trivial] [source] [downtime] [unordered]
 (no argument: all five). Spark local[2]; the backlog is produced before each measurement, and a
-rate is records after the first committed batch / time from the first to the last commit.
+rate is records after the first committed batch / time from the first to the last commit, the
+whole backlog drained. The pipeline always runs with `PipelineConfig`'s defaults (what `autosizer
+pipeline run` uses): nothing is tuned per factor or per case.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,6 +34,12 @@ from autosizer.pipeline.sinks import FileSink  # noqa: E402
 
 PARTITIONS = 4
 KEYS = 100_000
+FEW_KEYS = 200
+
+
+def sleep_10ms(record):
+    time.sleep(0.010)
+    return record.value
 
 
 def sleep_2ms(record):
@@ -46,7 +55,7 @@ class Bench:
     def __init__(self, spark, broker: EmbeddedBroker, redis_server: EmbeddedRedis, workdir: Path):
         self.spark, self.broker, self.redis, self.workdir = spark, broker, redis_server, workdir
 
-    def topic(self, records: int) -> str:
+    def topic(self, records: int, keys: int = KEYS) -> str:
         """A fresh 4-partition topic holding `records` keyed records (batched, then one
         single-message batch per partition: the broker's watermark quirk)."""
         from confluent_kafka import Producer
@@ -56,7 +65,7 @@ class Bench:
         producer = Producer({"bootstrap.servers": self.broker.bootstrap, "linger.ms": 50,
                              "batch.num.messages": 10000, "log_level": 0})
         for i in range(records - PARTITIONS):
-            key = i % KEYS
+            key = i % keys
             producer.produce(name, key=b"key-%d" % key, value=b"%d" % i, partition=key % PARTITIONS)
             if i % 10000 == 0:
                 producer.poll(0)
@@ -64,19 +73,19 @@ class Bench:
         self.broker.produce(name, [(p, b"end", b"end") for p in range(PARTITIONS)])
         return name
 
-    def run_pipeline(self, process, factor: int, records: int, max_records: int) -> float:
-        """Steady records/s of the autosizer pipeline over a backlog."""
+    def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS) -> Run:
+        """Drain a backlog with the pipeline at its default settings."""
         from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 
-        topic = self.topic(records)
+        topic = self.topic(records, keys)
         job = f"bench-{uuid.uuid4().hex[:6]}"
         store = MetadataStore(self.redis.url, job)
-        store.init_layout(Layout(topics={topic: PARTITIONS}, factor=factor))
+        layout = Layout(topics={topic: PARTITIONS}, factor=factor)
+        store.init_layout(layout)
         commits: list[tuple[float, int]] = []
         agent = PipelineAgent(
             self.spark,
-            PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap,
-                           trigger_seconds=0.05, max_records_per_batch=max_records),
+            PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap),
             process, FileSink(self.workdir / job),
             on_batch=lambda _a, progress: commits.append((time.perf_counter(), sum(p.records for p in progress))),
         )
@@ -88,7 +97,9 @@ class Bench:
         stop.set()
         runner.join(60)
         agent.close()
-        return steady_rate(commits)
+        capacity = sum(agent.admission.partition_capacity(layout).values())
+        durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
+        return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0))
 
     def run_unordered(self, records: int, ways: int, max_records: int) -> float:
         """The same 2 ms workload cut `ways` ways by offset range, no key order (Spark's
@@ -218,6 +229,25 @@ class Bench:
         return downtimes
 
 
+@dataclass
+class Run:
+    rate: float  # records/s, first commit to last
+    capacity: float  # what the pipeline's own capacity model says the job can take, records/s
+    batches: int
+    longest_gap: float  # seconds between two commits, at most
+
+
+def ordered_bound(factor: int, keys: int, per_task: float) -> float:
+    """The most any key-ordered pipeline can do over this backlog: the task with the most keys
+    (each key has the same number of records) sets the drain time."""
+    from collections import Counter
+
+    from autosizer.elasticity import key_bucket
+
+    tasks = Counter((k % PARTITIONS, key_bucket(b"key-%d" % k, 0, factor)) for k in range(keys))
+    return per_task * keys / max(tasks.values())
+
+
 def steady_rate(commits: list[tuple[float, int]]) -> float:
     """Records after the first commit over the time from the first commit to the last."""
     if len(commits) < 2:
@@ -228,9 +258,11 @@ def steady_rate(commits: list[tuple[float, int]]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("which", nargs="*", default=["factor", "trivial", "source", "downtime", "unordered"])
-    parser.add_argument("--seconds", type=float, default=8.0, help="target steady seconds per run")
-    parser.add_argument("--batch-seconds", type=float, default=2.0,
-                        help="admission control: ideal seconds of work per micro-batch")
+    parser.add_argument("--seconds", type=float, default=30.0,
+                        help="backlog per run, in seconds of the factor's ideal rate")
+    parser.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--batch-seconds", type=float, default=3.0,
+                        help="the unordered reference's batches, in seconds of its ideal work")
     parser.add_argument("--verbose", action="store_true", help="log the agent's steps")
     args = parser.parse_args()
     configure_logging(level="info" if args.verbose else "warning")
@@ -245,19 +277,27 @@ def main() -> None:
         bench = Bench(spark, broker, redis_server, workdir)
         ideal_per_task = 1 / 0.00208  # a 2 ms sleep measures 2.08 ms on these machines
         if "factor" in args.which:
-            print("\n## throughput vs factor (sleep 2 ms per record, 4 partitions)")
-            base = None
-            for factor in (1, 2, 4, 8, 16):
-                ideal = PARTITIONS * factor * ideal_per_task
-                records = int(ideal * args.seconds)
-                rate = bench.run_pipeline(sleep_2ms, factor, records, max_records=int(ideal * args.batch_seconds))
-                base = base or rate
-                print(f"F={factor:2d}: {rate:8.0f} records/s  = {rate / base:5.2f}x the F=1 rate "
-                      f"(goal >= {0.8 * factor:.1f}x), {rate / ideal:4.0%} of the ideal {ideal:.0f}/s", flush=True)
+            per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
+            for keys in (KEYS, FEW_KEYS):
+                print(f"\n## throughput vs factor: sleep 10 ms per record, 4 partitions, {keys:,} keys, "
+                      "default settings", flush=True)
+                print("| F | records/s | vs F=1 | goal | ordered bound vs F=1 | of the bound | "
+                      "capacity model / measured | batches | longest batch s |", flush=True)
+                print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+                base = None
+                for factor in args.factors:
+                    ideal = PARTITIONS * factor * per_task
+                    run = bench.run_pipeline(sleep_10ms, factor, int(ideal * args.seconds), keys)
+                    bound = ordered_bound(factor, keys, per_task)
+                    base = base or (run.rate, bound)
+                    goal = {16: 12.8 if keys == KEYS else 9.6}.get(factor, 0.8 * factor)
+                    print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
+                          f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | "
+                          f"{run.capacity / run.rate:.2f} | {run.batches} | {run.longest_gap:.1f} |", flush=True)
         if "trivial" in args.which:
             print("\n## trivial function: bucketed (F=8) vs unbucketed (F=1)")
-            one = bench.run_pipeline(trivial, 1, 400_000, max_records=100_000)
-            eight = bench.run_pipeline(trivial, 8, 400_000, max_records=100_000)
+            one = bench.run_pipeline(trivial, 1, 400_000).rate
+            eight = bench.run_pipeline(trivial, 8, 400_000).rate
             print(f"F=1: {one:8.0f}/s   F=8: {eight:8.0f}/s   loss {1 - eight / one:+.1%} (goal <= 5%)", flush=True)
         if "source" in args.which:
             print("\n## source + bucketing (no user function)")
@@ -274,8 +314,9 @@ def main() -> None:
             records = int(ideal * args.seconds)
             batch = int(ideal * args.batch_seconds)
             unordered = bench.run_unordered(records, 32, max_records=batch)
-            ordered = bench.run_pipeline(sleep_2ms, 8, records, max_records=batch)
-            print(f"batches of {args.batch_seconds:g} s: unordered: {unordered:8.0f}/s   virtual tasks F=8: {ordered:8.0f}/s   "
+            ordered = bench.run_pipeline(sleep_2ms, 8, records).rate
+            print(f"unordered (batches of {args.batch_seconds:g} s of ideal work): {unordered:8.0f}/s   "
+                  f"virtual tasks F=8 (default settings): {ordered:8.0f}/s   "
                   f"= {ordered / unordered:.0%} of the unordered rate (goal >= 90%)", flush=True)
     spark.stop()
 

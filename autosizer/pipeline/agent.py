@@ -2,9 +2,11 @@
 
 Per micro-batch (`foreachBatch`): hash every record with the Spark expression equal to
 `key_bucket`, run each slot's virtual tasks on threads (`run_slot`, inside `mapInArrow`, one Spark
-task per slot), write outputs to the sink, then commit every touched task's progress in one
-commit fenced by the generation, then finalize the sink and publish per-partition positions to a
-Kafka consumer group so standard lag tools see real lag.
+task per slot) until the batch deadline, write outputs to the sink, then commit every touched
+task's progress in one commit fenced by the generation, then finalize the sink and publish
+per-partition positions to a Kafka consumer group so standard lag tools see real lag. Last, the
+measured rates go into `Admission`, whose read plan (from the slowest task, a span of measured
+capacity) tells the source what the next batch reads.
 
 Between batches it obeys the control channel: `drain` stops the query once no batch is in flight
 (stopping a query inside foreachBatch has crashed Spark with a StackOverflowError) and reports
@@ -35,12 +37,13 @@ from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration
 from autosizer.embedded import free_port
+from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
-from autosizer.pipeline.kafka_source import offset_key, register
-from autosizer.pipeline.metrics import PipelineMetrics, serve
+from autosizer.pipeline.kafka_source import offset_key, register, write_plan
+from autosizer.pipeline.metrics import PipelineMetrics, SlotStats, serve
 from autosizer.pipeline.sinks import Sink
-from autosizer.pipeline.slots import ProcessFn, TaskProgress, run_slot
+from autosizer.pipeline.slots import ProcessFn, TaskProgress, WallDeadline, run_slot
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +52,8 @@ PROGRESS_SCHEMA = pa.schema(
         ("task", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
         ("next_offset", pa.int64()), ("records", pa.int64()), ("outputs", pa.int64()),
         ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
-        ("histogram", pa.list_(pa.int64())),
+        ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()), ("owned", pa.int64()),
+        ("pending", pa.int64()), ("read", pa.int64()), ("slot_records", pa.int64()),
     ]
 )
 
@@ -67,7 +71,9 @@ class PipelineConfig:
     redis_url: str
     bootstrap: str
     trigger_seconds: float = 1.0
-    max_records_per_batch: int | None = None
+    batch_seconds: float = 3.0  # each virtual task's deadline in a batch (see Admission)
+    run_ahead: float = 2.0  # how many batches of work a task may run ahead of its slowest sibling
+    max_records_per_batch: int | None = None  # an optional upper bound (memory)
     parallelism: int | None = None  # slots per batch; default: Spark's default parallelism
     default_offsets: str = "earliest"
     consumer_group: str | None = None  # default: the job name
@@ -147,7 +153,11 @@ class PipelineAgent:
         if config.metrics_port is not None:
             self.metrics_port = config.metrics_port or free_port()
             serve(self.metrics, self.metrics_port, config.metrics_address)
-        self._pause_file = os.path.join(tempfile.mkdtemp(prefix="autosizer-agent-"), "paused")
+        workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
+        self._pause_file = os.path.join(workdir, "paused")
+        self._plan_file = os.path.join(workdir, "plan.json")
+        self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
+                                                   run_ahead=config.run_ahead))
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._lag_probe: KafkaOffsets | None = None
         self._next_probe = 0.0
@@ -250,7 +260,7 @@ class PipelineAgent:
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())
         shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)), tuple(held))
-        resumed = not applied and self._can_resume(shape, starts)
+        resumed = not applied and self._can_resume(shape)
         if not resumed and self.query is not None and self.query.isActive:
             self._stop_when_idle()
         self.failure = None
@@ -258,6 +268,8 @@ class PipelineAgent:
         self._committed_batch = self.store.committed_batch(layout.generation)
         with self._lock:
             self.draining = False
+        self.admission.forget(layout)
+        self._write_plan(layout, cp)
         if not resumed:
             self._new_query(layout, starts, held, shape)
         with contextlib.suppress(FileNotFoundError):
@@ -268,19 +280,10 @@ class PipelineAgent:
                  seconds=round(time.perf_counter() - began, 3))
         self._heartbeat()
 
-    def _can_resume(self, shape: tuple, starts: dict[tuple[str, int], int | None]) -> bool:
-        """The paused query reads the same partitions in the same slots, and its next batch
-        starts exactly where the new checkpoints do."""
-        if self.query is None or not self.query.isActive or shape != self._query_shape:
-            return False
-        progress = self.query.lastProgress
-        if not progress or not progress.get("sources"):
-            return False
-        end = progress["sources"][0].get("endOffset")
-        source_next = json.loads(end) if isinstance(end, str) else end
-        return bool(source_next) and all(
-            source_next.get(offset_key(*tp)) == offset for tp, offset in starts.items()
-        )
+    def _can_resume(self, shape: tuple) -> bool:
+        """The paused query reads the same partitions in the same slots; where its next batch
+        starts comes from the read plan, which start_query rewrites from the new checkpoints."""
+        return self.query is not None and self.query.isActive and shape == self._query_shape
 
     def _new_query(self, layout: Layout, starts: dict, held: list[str], shape: tuple) -> None:
         reader = (
@@ -292,6 +295,7 @@ class PipelineAgent:
             .option("slots", shape[1])
             .option("defaultOffsets", "earliest")
             .option("pauseFile", self._pause_file)
+            .option("planFile", self._plan_file)
             .option("kafka.retries", str(self.config.kafka_retries))
             .option("kafka.timeoutMs", str(self.config.kafka_timeout_ms))
         )
@@ -305,6 +309,11 @@ class PipelineAgent:
             .start()
         )
         self._query_shape = shape
+
+    def _write_plan(self, layout: Layout, cp: Checkpoints) -> None:
+        plan = self.admission.plan(layout, cp.start_offsets())
+        write_plan(self._plan_file, {offset_key(*tp): {"start": p.start, "span": p.span}
+                                     for tp, p in plan.items()})
 
     def _offsets(self) -> KafkaOffsets:
         self._lag_probe = self._lag_probe or KafkaOffsets(self.config.bootstrap)
@@ -379,6 +388,8 @@ class PipelineAgent:
         began = time.perf_counter()
         batch = self._committed_batch + 1
         sink.prepare(generation, batch)
+        budget = self.config.batch_seconds
+        drain_requested = _drain_probe(self.config.redis_url, self.config.job)
 
         def slot(batches):
             from pyspark import TaskContext
@@ -388,13 +399,15 @@ class PipelineAgent:
             if not batches:
                 return
             table = pa.Table.from_batches(batches)
-            result = run_slot(table, cp, process)
+            result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
             sink.write(generation, batch, slot_id, result.outputs)
             yield pa.RecordBatch.from_pylist(
                 [{"task": p.task, "topic": p.topic, "partition": p.partition,
                   "next_offset": p.next_offset, "records": p.records, "outputs": p.outputs,
                   "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
-                  "histogram": list(p.histogram)} for p in result.progress],
+                  "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
+                  "pending": p.pending, "read": p.read, "slot_records": result.records}
+                 for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
 
@@ -404,19 +417,25 @@ class PipelineAgent:
         touched: set[str] = set()
         progress: list[TaskProgress] = []
         wall_ns: dict[str, int] = {}
+        slots: dict[int, SlotStats] = {}
         for row in rows:
             wall_ns[row["task"]] = row["wall_ns"]
+            slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9)
             cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
                                          row["next_offset"], row["records"], row["outputs"],
-                                         row["process_ns"], tuple(row["histogram"] or ())))
+                                         row["process_ns"], tuple(row["histogram"] or ()),
+                                         row["busy_ns"], row["owned"], row["pending"], row["read"]))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)
         self.batches += 1
         self._publish_group_offsets(cp)
-        self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began)
+        self.admission.observe(progress)
+        self._write_plan(layout, cp)
+        self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
+                                   slots=slots, admission=self.admission)
         if self.on_batch is not None:
             self.on_batch(self, progress)
 
@@ -434,6 +453,23 @@ class PipelineAgent:
         self._group.close()
         if self._lag_probe is not None:
             self._lag_probe.close()
+
+
+def _drain_probe(redis_url: str, job: str) -> Callable[[], bool]:
+    """For the slots (on executors): has the controller asked for a drain? Then a saturated batch
+    stops at its tasks' current records instead of its deadline. A Redis error means "no": the
+    deadline still ends the batch."""
+    channel: list[ControlChannel] = []
+
+    def requested() -> bool:
+        try:
+            if not channel:
+                channel.append(ControlChannel(MetadataStore(redis_url, job)))
+            return channel[0].drain_pending()
+        except Exception:
+            return False
+
+    return requested
 
 
 def _positions(cp: Checkpoints) -> dict[tuple[str, str, int], int | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import signal
 import sys
@@ -15,6 +16,21 @@ from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
 
 class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
+
+
+def _number(low: float, kind: type = float):
+    """An argparse type: a finite number of `kind` at least `low`, or a one-line error."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= {low}")
+        return value
+
+    return parse
 
 
 def load_app(spec: str) -> Any:
@@ -54,8 +70,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", required=True, help="file:/dir (exactly once) or kafka:TOPIC")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"),
                         help="Spark master (default local[*]; spark://host:7077 for standalone)")
-    parser.add_argument("--trigger", type=float, default=1.0, help="seconds between micro-batches")
-    parser.add_argument("--max-records", type=int, help="admission control: records per batch")
+    parser.add_argument("--trigger", type=_number(0.01), default=1.0,
+                        help="seconds between the starts of micro-batches when there is little to do (default 1)")
+    parser.add_argument("--batch-seconds", type=_number(0.05), default=3.0,
+                        help="each virtual task works at most this long per micro-batch; the source "
+                             "admits about this much work, from measured rates (default 3)")
+    parser.add_argument("--run-ahead", type=_number(1.0), default=2.0,
+                        help="a batch reads this many batches of measured work past a partition's "
+                             "slowest virtual task: how far a light bucket may run ahead (default 2)")
+    parser.add_argument("--max-records", type=_number(1, int),
+                        help="optional upper bound on records per micro-batch (memory); default none")
     parser.add_argument("--parallelism", type=int, help="slots per batch (default: Spark's)")
     parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
                         help="where partitions without a checkpoint start")
@@ -88,6 +112,7 @@ def run(args: argparse.Namespace) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
         job=args.job, redis_url=args.redis, bootstrap=args.bootstrap, trigger_seconds=args.trigger,
+        batch_seconds=args.batch_seconds, run_ahead=args.run_ahead,
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address,

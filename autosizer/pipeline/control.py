@@ -58,6 +58,11 @@ class ControlChannel:
             return None
         return request_id, raw[b"action"].decode()
 
+    def drain_pending(self) -> bool:
+        """True while a drain request waits to be obeyed: running batches should wrap up."""
+        pending = self.pending()
+        return pending is not None and pending[1] == "drain"
+
     def done(self, request_id: str) -> None:
         self.redis.set(self._done, request_id)
 

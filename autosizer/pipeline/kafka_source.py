@@ -12,7 +12,11 @@ Options:
   startingOffsets          JSON {"topic/partition": offset}; other partitions use `defaultOffsets`
   defaultOffsets           earliest (default) or latest, for partitions without a starting offset
   holdPartitions           JSON list of "topic/partition" never to advance in this run
-  maxRecordsPerBatch       admission control: at most this many records per micro-batch
+  maxRecordsPerBatch       an upper bound on records per micro-batch (memory), shared fairly
+  planFile                 a local JSON file {"topic/partition": {"start": o, "span": n}} the agent
+                           rewrites after every commit: each batch reads a partition from `start`
+                           (its slowest virtual task) up to `span` records past it. Without it, a
+                           batch reads from where the previous one ended, up to the high watermark
   slots                    JSON list of lists of "topic/partition": the partitions each Spark task
                            reads together (all virtual tasks of a partition group in one slot);
                            partitions in no slot get a Spark task each
@@ -27,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +60,9 @@ ARROW_SCHEMA = pa.schema(
         ("timestamp", pa.timestamp("us", tz="UTC")),
     ]
 )
+
+
+READ_FROM = "readFrom"  # the key of an end offset that holds where each partition was read from
 
 
 class KafkaUnavailable(RuntimeError):
@@ -118,6 +125,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.held = set(json.loads(options.get("holdPartitions") or "[]"))
         self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
         self.pause_file = options.get("pauseFile")
+        self.plan_file = options.get("planFile")
         self.max_records = int(options["maxRecordsPerBatch"]) if options.get("maxRecordsPerBatch") else None
         self.retries = int(options.get("kafka.retries", "5"))
         self.timeout_s = int(options.get("kafka.timeoutMs", "5000")) / 1000
@@ -140,21 +148,35 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_records) if self.max_records else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch, with where each partition is read from under `READ_FROM`
+        (so the offset log records exactly what a batch read, and a batch runs again when a task
+        left work at its deadline even though no new data arrived)."""
         if self.pause_file and os.path.exists(self.pause_file):
             return dict(start)
+        plan = read_plan(self.plan_file)
+        begins: dict[str, int] = {}
         ends: dict[str, int] = {}
         for topic, partition in self._partitions():
             key = offset_key(topic, partition)
-            begin = start.get(key, 0)  # a partition that appeared at run time starts at 0
-            ends[key] = begin if key in self.held else max(begin, self._watermarks(topic, partition)[1])
+            # A partition that appeared at run time starts at 0.
+            begin = plan[key]["start"] if key in plan else start.get(key, 0)
+            begins[key] = begin
+            if key in self.held:
+                ends[key] = begin
+                continue
+            high = max(begin, self._watermarks(topic, partition)[1])
+            ends[key] = min(high, begin + plan[key]["span"]) if key in plan else high
         if isinstance(limit, ReadMaxRows):
-            ends = _admit(start, ends, limit.max_rows)
-        return ends
+            ends = _admit(begins, ends, limit.max_rows)
+        return {**ends, READ_FROM: begins}
 
     def partitions(self, start: dict, end: dict) -> list[KafkaSlot]:
+        begins = end.get(READ_FROM, {})
         ranges: dict[str, KafkaRange] = {}
         for key, stop in sorted(end.items()):
-            begin = start.get(key, 0)
+            if key == READ_FROM:
+                continue
+            begin = begins.get(key, start.get(key, 0))
             if stop > begin:
                 topic, partition = parse_offset_key(key)
                 ranges[key] = KafkaRange(topic, partition, begin, stop)
@@ -177,8 +199,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     # --- reading (runs on executors) -----------------------------------------------------------
 
     def read(self, partition: KafkaSlot) -> Iterator[pa.RecordBatch]:
-        for r in partition.ranges:
-            yield from read_range(self.bootstrap, r, self.timeout_s * self.retries)
+        yield from read_ranges(self.bootstrap, partition.ranges, self.timeout_s * self.retries)
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -226,6 +247,25 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
 
 
+def read_plan(path: str | None) -> dict[str, dict[str, int]]:
+    """The agent's read plan, or {} when there is none (the source then reads everything new)."""
+    if not path:
+        return {}
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def write_plan(path: str, plan: Mapping[str, Mapping[str, int]]) -> None:
+    """Replace the plan atomically: the source never reads half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(plan, f)
+    os.replace(tmp, path)
+
+
 def _admit(start: dict, ends: dict[str, int], max_rows: int) -> dict[str, int]:
     """Cap a batch at `max_rows` records, shared fairly so no partition starves."""
     backlog = {k: ends[k] - start.get(k, 0) for k in ends}
@@ -242,51 +282,93 @@ def _admit(start: dict, ends: dict[str, int], max_rows: int) -> dict[str, int]:
     return {k: start.get(k, 0) + admitted[k] for k in ends}
 
 
-def read_range(bootstrap: str, r: KafkaRange, timeout_s: float, batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
-    """The records of one partition in [start, end), as Arrow batches, or an error if the broker
-    cannot deliver all of them (a short read would lose messages)."""
+def read_ranges(bootstrap: str, ranges: Sequence[KafkaRange], timeout_s: float,
+                batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """The records of every range [start, end), fetched together, as Arrow batches per
+    partition, or an error if the broker cannot deliver all of them (a short read would lose
+    messages)."""
+    pending = {(r.topic, r.partition): _Collected(r) for r in ranges if r.end > r.start}
+    if not pending:
+        return
+    # One consumer per slot, every range assigned at once: a consumer kept across reads waits
+    # for its previous long-poll fetch (fetch.wait.max.ms) before fetching a new assignment.
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "autosizer-reader", "enable.auto.commit": False,
          "enable.partition.eof": False, "fetch.max.bytes": 52428800, "log_level": 0}
     )
     try:
-        consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
-        keys: list = []
-        values: list = []
-        offsets: list = []
-        stamps: list = []
-        next_offset, deadline = r.start, time.monotonic() + timeout_s
-        while next_offset < r.end:
-            messages = consumer.consume(min(10_000, r.end - next_offset), timeout=0.5)
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges if r.end > r.start])
+        deadline = time.monotonic() + timeout_s
+        while any(not c.done for c in pending.values()):
+            # Ask for exactly what is left: consume() waits until it has that many or times out.
+            left = sum(c.left for c in pending.values())
+            messages = consumer.consume(max(1, min(10_000, left)), timeout=0.1)
             if not messages:
                 if time.monotonic() > deadline:
+                    late = next(c for c in pending.values() if not c.done)
                     raise KafkaUnavailable(
-                        f"{r.topic}[{r.partition}]: read stopped at offset {next_offset} of "
-                        f"[{r.start}, {r.end}) after {timeout_s:.0f}s: check the broker at {bootstrap}"
+                        f"{late.range.topic}[{late.range.partition}]: read stopped at offset "
+                        f"{late.next_offset} of [{late.range.start}, {late.range.end}) after "
+                        f"{timeout_s:.0f}s: check the broker at {bootstrap}"
                     )
                 continue
             deadline = time.monotonic() + timeout_s
             for m in messages:
                 if m.error() is not None:
-                    raise KafkaUnavailable(f"{r.topic}[{r.partition}]: {m.error()}")
-                offset = m.offset()
-                if offset < next_offset:
-                    continue
-                if offset >= r.end:
-                    next_offset = r.end
-                    break
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(offset)
-                stamps.append(m.timestamp()[1])
-                next_offset = offset + 1
-            if len(offsets) >= batch_rows:
-                yield _batch(keys, values, offsets, stamps, r)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield _batch(keys, values, offsets, stamps, r)
+                    raise KafkaUnavailable(f"{m.topic()}[{m.partition()}]: {m.error()}")
+                collected = pending.get((m.topic(), m.partition()))
+                if collected is not None:
+                    collected.add(m)
+            for collected in pending.values():
+                if len(collected.offsets) >= batch_rows:
+                    yield collected.flush()
+        for collected in pending.values():
+            if collected.offsets:
+                yield collected.flush()
     finally:
         consumer.close()
+
+
+def read_range(bootstrap: str, r: KafkaRange, timeout_s: float, batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """The records of one partition in [start, end) (see `read_ranges`)."""
+    yield from read_ranges(bootstrap, [r], timeout_s, batch_rows)
+
+
+class _Collected:
+    """One range's records as they arrive, in offset order."""
+
+    def __init__(self, r: KafkaRange):
+        self.range, self.next_offset = r, r.start
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list = []
+        self.stamps: list = []
+
+    @property
+    def left(self) -> int:
+        return max(0, self.range.end - self.next_offset)
+
+    @property
+    def done(self) -> bool:
+        return self.next_offset >= self.range.end
+
+    def add(self, m: Any) -> None:
+        offset = m.offset()
+        if offset < self.next_offset or self.done:
+            return
+        if offset >= self.range.end:
+            self.next_offset = self.range.end
+            return
+        self.keys.append(m.key())
+        self.values.append(m.value())
+        self.offsets.append(offset)
+        self.stamps.append(m.timestamp()[1])
+        self.next_offset = offset + 1
+
+    def flush(self) -> pa.RecordBatch:
+        batch = _batch(self.keys, self.values, self.offsets, self.stamps, self.range)
+        self.keys, self.values, self.offsets, self.stamps = [], [], [], []
+        return batch
 
 
 def _batch(keys: list, values: list, offsets: list, stamps_ms: list, r: KafkaRange) -> pa.RecordBatch:

@@ -13,6 +13,20 @@ Series (labels in braces):
   autosizer_pipeline_process_seconds{task}                 histogram: user function time per record
   autosizer_pipeline_busy_ratio{task}                      share of the last batch the task was busy
   autosizer_pipeline_batch_duration_seconds                last micro-batch, read to commit
+  autosizer_pipeline_batch_records                         records processed in the last batch
+
+Capacity (what the job can really do, measured; see pipeline/admission.py):
+  autosizer_pipeline_slot_records{slot}                    records one slot processed, last batch
+  autosizer_pipeline_slot_seconds{slot}                    that slot's wall time, last batch
+  autosizer_pipeline_task_saturated_rate{task}             records/s the task does while it has a
+                                                           backlog (records / its thread's busy time)
+  autosizer_pipeline_task_input_share{task,topic,partition} the task's share of the partition's input
+  autosizer_pipeline_task_pending_records{task,topic,partition} records the task left at the last
+                                                           batch's deadline (> 0: saturated)
+  autosizer_pipeline_partition_capacity{topic,partition}   records/s the partition can take in key
+                                                           order: min over its tasks of rate / share
+  autosizer_pipeline_admitted_span{topic,partition}        records the next batch may read past the
+                                                           slowest task
   autosizer_pipeline_batches_total                         committed micro-batches
   autosizer_pipeline_factor, autosizer_pipeline_generation the running layout
   autosizer_pipeline_rescales_total                        generations started after the first
@@ -23,6 +37,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
@@ -34,9 +49,18 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from autosizer.elasticity import Layout
+from autosizer.pipeline.admission import Admission
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 Partition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SlotStats:
+    """One slot's last batch: records its tasks processed and its wall time."""
+
+    records: int
+    seconds: float
 
 
 class PipelineMetrics(Collector):
@@ -55,6 +79,13 @@ class PipelineMetrics(Collector):
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.high_watermarks: dict[Partition, int] = {}
         self.oldest_age: dict[Partition, float] = {}
+        self.batch_records = 0
+        self.slots: dict[int, SlotStats] = {}
+        self.pending: dict[tuple[str, str, int], int] = {}
+        self.saturated_rate: dict[str, float] = {}
+        self.input_share: dict[tuple[str, str, int], float] = {}
+        self.capacity: dict[Partition, float] = {}
+        self.spans: dict[Partition, int] = {}
 
     # --- updates from the agent ----------------------------------------------------------------
 
@@ -66,10 +97,21 @@ class PipelineMetrics(Collector):
             self.positions = dict(positions)
 
     def observe_batch(self, progress: list[TaskProgress], wall_ns: Mapping[str, int],
-                      positions: Mapping[tuple[str, str, int], int | None], seconds: float) -> None:
+                      positions: Mapping[tuple[str, str, int], int | None], seconds: float,
+                      slots: Mapping[int, SlotStats] | None = None,
+                      admission: Admission | None = None) -> None:
         with self._lock:
             self.batches += 1
             self.batch_seconds = seconds
+            self.batch_records = sum(p.records for p in progress)
+            self.slots = dict(slots or {})
+            self.pending = {(p.task, p.topic, p.partition): p.pending for p in progress}
+            if admission is not None and self.layout is not None:
+                self.saturated_rate = dict(admission.rates)
+                self.input_share = dict(admission.shares)
+                self.capacity = admission.partition_capacity(self.layout)
+                self.spans = {tp: plan.span for tp, plan in admission.plan(
+                    self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
             busy: dict[str, int] = defaultdict(int)
             for p in progress:
                 self.records_in[(p.task, p.topic, p.partition)] += p.records
@@ -161,6 +203,9 @@ class PipelineMetrics(Collector):
         yield busy
         yield GaugeMetricFamily("autosizer_pipeline_batch_duration_seconds",
                                 "Last micro-batch, from read to commit", value=self.batch_seconds)
+        yield GaugeMetricFamily("autosizer_pipeline_batch_records",
+                                "Records processed in the last micro-batch", value=self.batch_records)
+        yield from self._capacity()
         yield CounterMetricFamily("autosizer_pipeline_batches", "Committed micro-batches",
                                   value=self.batches)
         if self.layout is not None:
@@ -171,6 +216,48 @@ class PipelineMetrics(Collector):
         yield CounterMetricFamily("autosizer_pipeline_rescales",
                                   "Layout generations started after the first",
                                   value=max(0, self.started_generations - 1))
+
+
+    def _capacity(self) -> Iterator[Metric]:
+        slot_records = GaugeMetricFamily("autosizer_pipeline_slot_records",
+                                         "Records one slot processed in the last batch", labels=["slot"])
+        slot_seconds = GaugeMetricFamily("autosizer_pipeline_slot_seconds",
+                                         "Wall time of one slot in the last batch", labels=["slot"])
+        for slot, stats in sorted(self.slots.items()):
+            slot_records.add_metric([str(slot)], stats.records)
+            slot_seconds.add_metric([str(slot)], stats.seconds)
+        yield slot_records
+        yield slot_seconds
+        rate = GaugeMetricFamily("autosizer_pipeline_task_saturated_rate",
+                                 "Records/s a virtual task processes while it has a backlog",
+                                 labels=["task"])
+        for task, value in sorted(self.saturated_rate.items()):
+            rate.add_metric([task], value)
+        yield rate
+        share = GaugeMetricFamily("autosizer_pipeline_task_input_share",
+                                  "A virtual task's share of its partition's input",
+                                  labels=["task", "topic", "partition"])
+        for (task, topic, partition), value in sorted(self.input_share.items()):
+            share.add_metric([task, topic, str(partition)], value)
+        yield share
+        pending = GaugeMetricFamily("autosizer_pipeline_task_pending_records",
+                                    "Records a virtual task left at the last batch's deadline",
+                                    labels=["task", "topic", "partition"])
+        for (task, topic, partition), value in sorted(self.pending.items()):
+            pending.add_metric([task, topic, str(partition)], value)
+        yield pending
+        capacity = GaugeMetricFamily("autosizer_pipeline_partition_capacity",
+                                     "Records/s a partition can take in key order (hottest task bound)",
+                                     labels=["topic", "partition"])
+        for (topic, partition), value in sorted(self.capacity.items()):
+            capacity.add_metric([topic, str(partition)], value)
+        yield capacity
+        span = GaugeMetricFamily("autosizer_pipeline_admitted_span",
+                                 "Records the next batch may read past a partition's slowest task",
+                                 labels=["topic", "partition"])
+        for (topic, partition), value in sorted(self.spans.items()):
+            span.add_metric([topic, str(partition)], value)
+        yield span
 
 
 def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> CollectorRegistry:

@@ -7,10 +7,21 @@ import time
 
 import pytest
 
-from autosizer.pipeline.kafka_source import KafkaStreamReader, KafkaUnavailable, register
+from autosizer.pipeline.kafka_source import (
+    READ_FROM,
+    KafkaStreamReader,
+    KafkaUnavailable,
+    register,
+    write_plan,
+)
 from tests.servers import free_port
 
 pytestmark = pytest.mark.integration
+
+
+def ends(offset: dict) -> dict:
+    """Where a batch ends per partition (without the read positions it carries)."""
+    return {k: v for k, v in offset.items() if k != READ_FROM}
 
 
 def collect(spark, options: dict[str, str], min_rows: int, timeout: float = 60.0):
@@ -70,7 +81,7 @@ def test_held_partitions_are_not_advanced(broker):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     start = reader.initialOffset()
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"orders/0": 10, "orders/1": 0}
+    assert ends(reader.latestOffset(start, ReadAllAvailable())) == {"orders/0": 10, "orders/1": 0}
     reader.stop()
 
 
@@ -97,7 +108,7 @@ def test_a_partition_that_appears_at_run_time_is_read_from_its_start(broker):
     broker.produce("orders", [(i % 2, None, b"x") for i in range(20)])
     reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders"})
     end = reader.latestOffset({"orders/0": 4}, ReadAllAvailable())
-    assert end == {"orders/0": 10, "orders/1": 10}
+    assert ends(end) == {"orders/0": 10, "orders/1": 10}
     slots = reader.partitions({"orders/0": 4}, end)
     assert sorted((r.partition, r.start, r.end) for s in slots for r in s.ranges) == [(0, 4, 10), (1, 0, 10)]
     reader.stop()
@@ -114,5 +125,26 @@ def test_a_pause_file_admits_no_new_data(broker, tmp_path):
     pause.touch()
     assert reader.latestOffset({"orders/0": 1}, ReadAllAvailable()) == {"orders/0": 1}
     pause.unlink()
-    assert reader.latestOffset({"orders/0": 1}, ReadAllAvailable()) == {"orders/0": 5}
+    assert ends(reader.latestOffset({"orders/0": 1}, ReadAllAvailable())) == {"orders/0": 5}
+    reader.stop()
+
+
+def test_the_read_plan_sets_where_a_batch_starts_and_how_far_it_reads(broker, tmp_path):
+    """The agent's plan wins over where the previous batch ended: a partition is read again from
+    its slowest task, at most `span` records past it, and the offset records where it started."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    broker.create_topic("orders", 2)
+    broker.produce("orders", [(i % 2, None, b"x") for i in range(40)])
+    plan = tmp_path / "plan.json"
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders",
+                                "planFile": str(plan)})
+    previous = {"orders/0": 12, "orders/1": 20}
+    write_plan(str(plan), {"orders/0": {"start": 5, "span": 4}, "orders/1": {"start": 20, "span": 100}})
+    end = reader.latestOffset(previous, ReadAllAvailable())
+    assert end == {"orders/0": 9, "orders/1": 20, READ_FROM: {"orders/0": 5, "orders/1": 20}}
+    slots = reader.partitions(previous, end)
+    assert [(r.partition, r.start, r.end) for s in slots for r in s.ranges] == [(0, 5, 9)]
+    # No new data and no progress: the same offset, so Spark runs no batch.
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
     reader.stop()

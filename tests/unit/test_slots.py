@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout, key_bucket
 from autosizer.pipeline.kafka_source import ARROW_SCHEMA
-from autosizer.pipeline.slots import normalize_outputs, run_slot
+from autosizer.pipeline.slots import CHUNK_ROWS, WallDeadline, normalize_outputs, run_slot
 
 
 def records_table(rows) -> pa.Table:
@@ -97,3 +98,74 @@ def test_outputs_normalize():
     assert normalize_outputs([(b"k", "v"), b"w"]) == [(b"k", b"v"), (None, b"w")]
     with pytest.raises(TypeError, match="encode them first"):
         normalize_outputs([1])
+
+
+class RecordBudget:
+    """A deadline counted in records per task: deterministic, for tests."""
+
+    def __init__(self, budgets: dict[str, int], default: int = 10**9):
+        self.budgets, self.default = budgets, default
+
+    def expired(self, task: str, done: int) -> bool:
+        return done >= self.budgets.get(task, self.default)
+
+
+def test_a_task_cut_by_the_deadline_resumes_at_its_first_unprocessed_record():
+    layout = Layout(topics={"orders": 1}, factor=2)
+    cp = Checkpoints.initial(layout)
+    keys = keys_in_buckets(2, 1)
+    heavy, light = "Partition_0-0-2", "Partition_0-1-2"
+    rows = [(keys[0][0] if o % 4 else keys[1][0], b"x", "orders", 0, o) for o in range(20)]
+    result = run_slot(records_table(rows), cp, lambda r: r.value, RecordBudget({heavy: 6}))
+    by_task = {p.task: p for p in result.progress}
+    done_heavy = [o for o in range(20) if o % 4][:6]
+    assert by_task[heavy].records == 6 and by_task[heavy].pending == 15 - 6
+    assert by_task[heavy].next_offset == [o for o in range(20) if o % 4][6]
+    assert by_task[light].records == 5 and by_task[light].pending == 0
+    assert by_task[light].next_offset == 20  # the light task finished: it is ahead of its sibling
+    assert (by_task[heavy].owned, by_task[light].owned, by_task[heavy].read) == (15, 5, 20)
+    assert len(result.outputs) == len(done_heavy) + 5 == result.records
+
+
+def test_a_wall_deadline_still_processes_one_record_per_task():
+    layout = Layout(topics={"orders": 1}, factor=1)
+    rows = [(b"k", b"x", "orders", 0, o) for o in range(5)]
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: r.value,
+                      WallDeadline(0.0))
+    (progress,) = result.progress
+    assert (progress.records, progress.next_offset, progress.pending) == (1, 1, 4)
+
+
+def test_a_task_reading_two_partitions_takes_turns_so_neither_starves():
+    layout = Layout(topics={"orders": 1, "payments": 1}, factor=1)  # one task reads both
+    rows = [(b"k%d" % o, b"x", topic, 0, o) for topic in ("orders", "payments") for o in range(2000)]
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: None,
+                      RecordBudget({}, default=CHUNK_ROWS * 3))
+    done = {p.topic: p.records for p in result.progress}
+    assert done["orders"] > 0 and done["payments"] > 0
+    assert sum(done.values()) == CHUNK_ROWS * 3
+    for p in result.progress:
+        assert p.next_offset == p.records  # each resumes right after what it did
+
+
+def test_busy_time_measures_the_saturated_rate():
+    layout = Layout(topics={"orders": 1}, factor=1)
+    rows = [(b"k", b"x", "orders", 0, o) for o in range(20)]
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: time.sleep(0.005))
+    (progress,) = result.progress
+    rate = progress.records / (progress.busy_ns / 1e9)
+    assert 0 < rate <= 200  # at most one record per 5 ms while it worked
+
+
+def test_a_stop_request_ends_the_batch_before_its_deadline():
+    now = [0.0]
+    asked = []
+    deadline = WallDeadline(3.0, clock=lambda: now[0], stop=lambda: asked.append(now[0]) or now[0] >= 1.0,
+                            check_every_s=0.2)
+    assert not deadline.expired("t", 1)
+    now[0] = 0.5
+    assert not deadline.expired("t", 1)  # asked, and no drain yet
+    now[0] = 1.1
+    assert deadline.expired("t", 1)  # the drain was seen: stop now, not at 3 s
+    assert not deadline.expired("t", 0)  # still one record per task
+    assert asked == [0.5, 1.1]

@@ -1,0 +1,135 @@
+"""Admission: how much of each partition one micro-batch reads, from what the job measured.
+
+A batch is bounded in time (`batch_seconds`, enforced per virtual task by the slot's deadline),
+so admission only has to give every task enough work to stay busy until that deadline, without
+reading far more than it can use. Per partition the plan is a read position and a span:
+
+- `from`: the slowest reader's position (the checkpoints' start offset), so work a task left at
+  the deadline is read again; tasks that are ahead skip what they already did.
+- `span`: `run_ahead` batches' worth of the partition's measured capacity (the sum of its tasks'
+  saturated rates), so a light bucket may run at most that far ahead of its slowest sibling, and a
+  re-read is never longer than one span.
+
+Rates are measured, not configured: a task's saturated rate is the records it processed over the
+wall time its thread worked on them in a batch (it had a backlog throughout that time), smoothed
+over batches. A task not measured yet (a new layout after a rescale) borrows the median of the
+measured tasks, and before anything is measured every task is assumed to do `initial_task_rate`
+records per second: a small first batch that the first measurement corrects. A rescale therefore
+raises the admitted amount with no operator action.
+
+Pure: no Spark, no I/O. The agent feeds it each batch's progress and hands `plan()` to the source.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from autosizer.elasticity import Layout
+from autosizer.elasticity.layout import TopicPartition
+from autosizer.pipeline.slots import TaskProgress
+
+SMOOTHING = 0.5  # weight of the newest batch in a task's saturated rate and input share
+MIN_SAMPLE_NS = 20_000_000  # 20 ms of work: shorter samples are timer noise
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """The three knobs of a time-bounded batch; the defaults are what `pipeline run` uses."""
+
+    batch_seconds: float = 3.0
+    run_ahead: float = 2.0
+    initial_task_rate: float = 50.0
+
+    def __post_init__(self) -> None:
+        for name, low in (("batch_seconds", 0.05), ("run_ahead", 1.0), ("initial_task_rate", 1e-3)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
+                raise ValueError(f"{name} must be a finite number >= {low}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Where one partition's next batch starts reading, and how far past that it may read."""
+
+    start: int
+    span: int
+
+
+class Admission:
+    """Measured per-task capacity, turned into each batch's read plan."""
+
+    def __init__(self, config: AdmissionConfig | None = None):
+        self.config = config or AdmissionConfig()
+        self.rates: dict[str, float] = {}  # saturated records/s per virtual task
+        self.shares: dict[tuple[str, str, int], float] = {}  # task's share of a partition's input
+        self._seed: float | None = None  # the last median rate, kept across a rescale
+
+    # --- measuring -----------------------------------------------------------------------------
+
+    def observe(self, progress: Iterable[TaskProgress]) -> None:
+        """Fold one committed batch into the saturated rates and the input shares."""
+        records: dict[str, int] = {}
+        busy: dict[str, int] = {}
+        for p in progress:
+            records[p.task] = records.get(p.task, 0) + p.records
+            busy[p.task] = busy.get(p.task, 0) + p.busy_ns
+            if p.read:
+                key = (p.task, p.topic, p.partition)
+                self.shares[key] = _smooth(self.shares.get(key), p.owned / p.read)
+        for task, ns in busy.items():
+            if ns >= MIN_SAMPLE_NS and records[task]:
+                self.rates[task] = _smooth(self.rates.get(task), records[task] / (ns / 1e9))
+
+    def forget(self, layout: Layout) -> None:
+        """Drop tasks the layout no longer has; their median still seeds the new tasks."""
+        names = {t.name for t in layout.virtual_tasks()}
+        self._seed = self.typical_rate()
+        self.rates = {t: r for t, r in self.rates.items() if t in names}
+        self.shares = {k: v for k, v in self.shares.items() if k[0] in names}
+
+    def typical_rate(self) -> float | None:
+        """The median measured saturated rate of a task, or None before any measurement."""
+        if self.rates:
+            return statistics.median(self.rates.values())
+        return self._seed
+
+    def task_rate(self, task: str) -> float:
+        return self.rates.get(task) or self.typical_rate() or self.config.initial_task_rate
+
+    # --- planning ------------------------------------------------------------------------------
+
+    def plan(self, layout: Layout, starts: Mapping[TopicPartition, int | None]) -> dict[TopicPartition, ReadPlan]:
+        """Per partition with a known start: read from the slowest task, `run_ahead` batches of
+        the partition's capacity (each task's rate split evenly over the partitions it reads)."""
+        out: dict[TopicPartition, ReadPlan] = {}
+        for tp, start in starts.items():
+            if start is None:
+                continue
+            capacity = sum(self.task_rate(t.name) / len(t.partitions) for t in layout.readers(*tp))
+            span = math.ceil(self.config.run_ahead * self.config.batch_seconds * capacity)
+            out[tp] = ReadPlan(start, max(1, span))
+        return out
+
+    # --- what a controller reads ---------------------------------------------------------------
+
+    def partition_capacity(self, layout: Layout) -> dict[TopicPartition, float]:
+        """Records/s a partition can take in key order: the task that hits its rate first sets
+        it (rate / share of the input), so a hot bucket caps its partition; a partition whose
+        shares are not measured yet assumes even buckets."""
+        out: dict[TopicPartition, float] = {}
+        for tp in layout.partitions():
+            bounds = []
+            for task in layout.readers(*tp):
+                share = self.shares.get((task.name, *tp), 1 / layout.factor)
+                rate = self.task_rate(task.name) / len(task.partitions)
+                bounds.append(math.inf if share <= 0 else rate / share)
+            finite = [b for b in bounds if math.isfinite(b)]
+            out[tp] = min(finite) if finite else 0.0
+        return out
+
+
+def _smooth(old: float | None, new: float) -> float:
+    return new if old is None else old + SMOOTHING * (new - old)

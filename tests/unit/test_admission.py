@@ -1,0 +1,62 @@
+"""Admission: read plans from measured saturated rates, and the capacity they imply."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autosizer.elasticity import Layout
+from autosizer.pipeline.admission import Admission, AdmissionConfig, ReadPlan
+from autosizer.pipeline.slots import TaskProgress
+
+
+def batch(layout: Layout, rate: float, seconds: float = 1.0, shares: dict[int, float] | None = None):
+    """One batch in which every task worked `seconds` at `rate` records/s."""
+    read = 1000
+    return [
+        TaskProgress(t.name, "orders", 0, 0, records=int(rate * seconds), busy_ns=int(seconds * 1e9),
+                     owned=int(read * (shares or {}).get(t.bucket, 1 / layout.factor)), read=read)
+        for t in layout.virtual_tasks()
+    ]
+
+
+def test_before_any_measurement_a_conservative_default_is_admitted():
+    layout = Layout(topics={"orders": 2}, factor=4)
+    admission = Admission(AdmissionConfig(batch_seconds=3, run_ahead=2, initial_task_rate=50))
+    plan = admission.plan(layout, {("orders", 0): 10, ("orders", 1): None})
+    assert plan == {("orders", 0): ReadPlan(10, 2 * 3 * 50 * 4)}  # a partition with no start waits
+
+
+def test_the_span_follows_the_measured_rate_and_a_rescale_borrows_it():
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission(AdmissionConfig(batch_seconds=2, run_ahead=1.5))
+    admission.observe(batch(layout, rate=100))
+    assert admission.plan(layout, {("orders", 0): 0})[("orders", 0)].span == math.ceil(1.5 * 2 * 200)
+    bigger = layout.with_factor(8)
+    admission.forget(bigger)  # none of the new tasks is measured: each borrows the median
+    assert admission.plan(bigger, {("orders", 0): 7})[("orders", 0)] == ReadPlan(7, math.ceil(1.5 * 2 * 800))
+
+
+def test_tiny_samples_do_not_move_the_rate():
+    layout = Layout(topics={"orders": 1}, factor=1)
+    admission = Admission()
+    admission.observe(batch(layout, rate=100))
+    admission.observe(batch(layout, rate=100_000, seconds=0.001))
+    assert admission.rates == {"Partition_0": 100}
+
+
+def test_capacity_is_set_by_the_hottest_task():
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission()
+    admission.observe(batch(layout, rate=100, shares={0: 0.8, 1: 0.2}))
+    # The hot task takes 80% of the input at 100/s, so the partition takes 125/s in key order.
+    assert admission.partition_capacity(layout)[("orders", 0)] == pytest.approx(125)
+
+
+@pytest.mark.parametrize("field,value", [("batch_seconds", float("nan")), ("batch_seconds", 0),
+                                         ("run_ahead", 0.5), ("initial_task_rate", float("inf")),
+                                         ("run_ahead", True)])
+def test_settings_out_of_range_are_refused_by_name(field, value):
+    with pytest.raises(ValueError, match=f"^{field} must be a finite number"):
+        AdmissionConfig(**{field: value})
