@@ -29,6 +29,7 @@ from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedRedis  # noqa: E402
+from autosizer.pipeline.admission import job_capacity  # noqa: E402
 from autosizer.pipeline.control import ControlChannel  # noqa: E402
 from autosizer.pipeline.sinks import FileSink  # noqa: E402
 
@@ -97,7 +98,7 @@ class Bench:
         stop.set()
         runner.join(60)
         agent.close()
-        capacity = sum(agent.admission.partition_capacity(layout).values())
+        capacity = job_capacity(agent.admission, layout)
         durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
         return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0))
 

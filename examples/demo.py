@@ -98,8 +98,7 @@ def main() -> None:
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,
              "--bootstrap", broker.bootstrap, "--sink", f"file:{workdir / 'enriched'}",
-             "--master", "local[2]", "--trigger", "0.5", "--max-records", "4000",
-             "--metrics-port", str(metrics_port)],
+             "--master", "local[2]", "--metrics-port", str(metrics_port)],  # default batches
             cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_LOOKUP_MS": "10"},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )

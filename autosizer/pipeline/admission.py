@@ -66,6 +66,7 @@ class Admission:
         self.rates: dict[str, float] = {}  # saturated records/s per virtual task
         self.shares: dict[tuple[str, str, int], float] = {}  # task's share of a partition's input
         self._seed: float | None = None  # the last median rate, kept across a rescale
+        self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
 
     # --- measuring -----------------------------------------------------------------------------
 
@@ -82,6 +83,18 @@ class Admission:
         for task, ns in busy.items():
             if ns >= MIN_SAMPLE_NS and records[task]:
                 self.rates[task] = _smooth(self.rates.get(task), records[task] / (ns / 1e9))
+
+    def observe_cycle(self, cycle_s: float, slot_s: float) -> None:
+        """A saturated batch took `cycle_s` from the previous commit to its own, of which its
+        slowest slot worked `slot_s`: the rest (scheduling, reading, committing, Spark's own
+        bookkeeping) is the fixed cost every batch pays."""
+        if cycle_s > 0 and slot_s >= 0:
+            self.overhead_s = _smooth(self.overhead_s, max(0.0, cycle_s - slot_s))
+
+    def duty(self) -> float:
+        """The share of a saturated job's time its tasks can work: deadline / (deadline + cost)."""
+        budget = self.config.batch_seconds
+        return budget / (budget + (self.overhead_s or 0.0))
 
     def forget(self, layout: Layout) -> None:
         """Drop tasks the layout no longer has; their median still seeds the new tasks."""
@@ -129,6 +142,11 @@ class Admission:
             finite = [b for b in bounds if math.isfinite(b)]
             out[tp] = min(finite) if finite else 0.0
         return out
+
+
+def job_capacity(admission: Admission, layout: Layout) -> float:
+    """Records/s the whole job can take in key order, the fixed cost of its batches included."""
+    return sum(admission.partition_capacity(layout).values()) * admission.duty()
 
 
 def _smooth(old: float | None, new: float) -> float:

@@ -158,6 +158,7 @@ class PipelineAgent:
         self._plan_file = os.path.join(workdir, "plan.json")
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
                                                    run_ahead=config.run_ahead))
+        self._last_commit: float | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._lag_probe: KafkaOffsets | None = None
         self._next_probe = 0.0
@@ -269,6 +270,7 @@ class PipelineAgent:
         with self._lock:
             self.draining = False
         self.admission.forget(layout)
+        self._last_commit = None  # the first batch of a (re)started query pays the start
         self._write_plan(layout, cp)
         if not resumed:
             self._new_query(layout, starts, held, shape)
@@ -433,6 +435,11 @@ class PipelineAgent:
         self.batches += 1
         self._publish_group_offsets(cp)
         self.admission.observe(progress)
+        committed_at = time.perf_counter()
+        if self._last_commit is not None and any(p.pending for p in progress):
+            self.admission.observe_cycle(committed_at - self._last_commit,
+                                         max(s.seconds for s in slots.values()))
+        self._last_commit = committed_at
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)

@@ -27,6 +27,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            order: min over its tasks of rate / share
   autosizer_pipeline_admitted_span{topic,partition}        records the next batch may read past the
                                                            slowest task
+  autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
+  autosizer_pipeline_capacity                              records/s the job can take in key order,
+                                                           fixed cost included
   autosizer_pipeline_batches_total                         committed micro-batches
   autosizer_pipeline_factor, autosizer_pipeline_generation the running layout
   autosizer_pipeline_rescales_total                        generations started after the first
@@ -49,7 +52,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from autosizer.elasticity import Layout
-from autosizer.pipeline.admission import Admission
+from autosizer.pipeline.admission import Admission, job_capacity
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 Partition = tuple[str, int]
@@ -86,6 +89,8 @@ class PipelineMetrics(Collector):
         self.input_share: dict[tuple[str, str, int], float] = {}
         self.capacity: dict[Partition, float] = {}
         self.spans: dict[Partition, int] = {}
+        self.overhead_s: float | None = None
+        self.job_capacity: float | None = None
 
     # --- updates from the agent ----------------------------------------------------------------
 
@@ -110,6 +115,8 @@ class PipelineMetrics(Collector):
                 self.saturated_rate = dict(admission.rates)
                 self.input_share = dict(admission.shares)
                 self.capacity = admission.partition_capacity(self.layout)
+                self.overhead_s = admission.overhead_s
+                self.job_capacity = job_capacity(admission, self.layout)
                 self.spans = {tp: plan.span for tp, plan in admission.plan(
                     self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
             busy: dict[str, int] = defaultdict(int)
@@ -258,6 +265,14 @@ class PipelineMetrics(Collector):
         for (topic, partition), value in sorted(self.spans.items()):
             span.add_metric([topic, str(partition)], value)
         yield span
+        if self.overhead_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
+                                    "A saturated batch's fixed cost outside its tasks' work",
+                                    value=self.overhead_s)
+        if self.job_capacity is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_capacity",
+                                    "Records/s the job can take in key order, batch cost included",
+                                    value=self.job_capacity)
 
 
 def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> CollectorRegistry:

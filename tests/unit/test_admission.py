@@ -7,7 +7,7 @@ import math
 import pytest
 
 from autosizer.elasticity import Layout
-from autosizer.pipeline.admission import Admission, AdmissionConfig, ReadPlan
+from autosizer.pipeline.admission import Admission, AdmissionConfig, ReadPlan, job_capacity
 from autosizer.pipeline.slots import TaskProgress
 
 
@@ -60,3 +60,13 @@ def test_capacity_is_set_by_the_hottest_task():
 def test_settings_out_of_range_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=f"^{field} must be a finite number"):
         AdmissionConfig(**{field: value})
+
+
+def test_the_job_capacity_pays_the_fixed_cost_of_each_batch():
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe(batch(layout, rate=100))
+    assert job_capacity(admission, layout) == pytest.approx(200)  # nothing measured: no cost yet
+    admission.observe_cycle(cycle_s=3.6, slot_s=3.0)
+    assert admission.overhead_s == pytest.approx(0.6)
+    assert job_capacity(admission, layout) == pytest.approx(200 * 3 / 3.6)
