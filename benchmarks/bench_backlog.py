@@ -3,7 +3,7 @@
 Goal (issue 10): batches stay bounded (none much longer than twice `--batch-seconds`, 3 s by
 default) instead of one batch for the whole backlog, and peak memory is recorded. The pipeline runs
 as a user runs it, in its own process (local[2]); this script polls Redis for each committed batch
-and samples the resident memory of the driver's process tree every 0.2 s.
+and samples the memory (PSS) of the driver's process tree every 0.2 s.
 
 Run: .venv/bin/python benchmarks/bench_backlog.py [--records 200000] [--apps sleep10 trivial]
 """
@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedRedis, free_port  # noqa: E402
+from benchmarks.bench_pipeline import PARTITIONS, produce_backlog  # noqa: E402
 
-PARTITIONS = 4
 APPS = {"sleep10": ("benchmarks.apps:sleep_10ms", 16), "trivial": ("benchmarks.apps:trivial", 1)}
 
 
@@ -48,41 +48,32 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def rss_by_kind(root: int) -> dict[str, int]:
-    """Resident bytes of the pipeline's processes: the driver (Python), the JVM (driver and
+def pss_by_kind(root: int) -> dict[str, int]:
+    """Proportional resident bytes of the pipeline's processes: the driver (Python), the JVM (driver and
     executor in local mode) and the Python workers."""
     kinds = {"driver python": 0, "jvm": 0, "python workers": 0}
     for pid in descendants(root):
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        rss = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        kind = "driver python" if pid == root else "jvm" if "java" in cmd.split()[0] else "python workers"
+        # PSS: Spark forks its Python workers from one daemon, so their RSS counts shared pages
+        # many times over; PSS splits each shared page among the processes that map it.
+        rss = next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+        program = cmd.split()[0] if cmd.strip() else ""
+        if not program:
+            continue  # exited between the listing and the read
+        kind = "driver python" if pid == root else "jvm" if "java" in program else "python workers"
         kinds[kind] += rss
     return kinds
-
-
-def produce(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50,
-                         "batch.num.messages": 10000, "log_level": 0})
-    for i in range(records - PARTITIONS):
-        key = i % keys
-        producer.produce(topic, key=b"key-%d" % key, value=b"%d" % i, partition=key % PARTITIONS)
-        if i % 10000 == 0:
-            producer.poll(0)
-    producer.flush(120)
-    broker.produce(topic, [(p, b"end", b"end") for p in range(PARTITIONS)])  # the watermark quirk
 
 
 def run(app: str, factor: int, records: int, redis_server: EmbeddedRedis, broker: EmbeddedBroker,
         workdir: Path) -> dict:
     topic, job = f"t{uuid.uuid4().hex[:8]}", f"backlog-{uuid.uuid4().hex[:6]}"
     broker.create_topic(topic, PARTITIONS)
-    produce(broker, topic, records, 100_000)
+    produce_backlog(broker, topic, records, 100_000)
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={topic: PARTITIONS}, factor=factor))
     out = workdir / job
@@ -100,7 +91,7 @@ def run(app: str, factor: int, records: int, redis_server: EmbeddedRedis, broker
         while done < records:
             if proc.poll() is not None:
                 raise RuntimeError(f"the pipeline exited with {proc.returncode}: see {log.name}")
-            kinds = rss_by_kind(proc.pid)
+            kinds = pss_by_kind(proc.pid)
             peak = {k: max(v, peak.get(k, 0)) for k, v in kinds.items()}
             peak_total = max(peak_total, sum(kinds.values()))
             batch = store.committed_batch(1)
@@ -128,8 +119,8 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-backlog-"))
     print(f"## a {args.records:,}-record backlog, `autosizer pipeline run` with only its required "
           "flags (--batch-seconds 3), local[2], 4 partitions, 100,000 keys")
-    print("| app | F | batches | median s between commits | longest | peak RSS: driver python / JVM / "
-          "python workers | peak RSS, all |")
+    print("| app | F | batches | median s between commits | longest | peak PSS: driver python / JVM / "
+          "python workers | peak PSS, all |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with EmbeddedRedis(workdir / "redis") as redis_server, EmbeddedBroker() as broker:
         for name in args.apps:

@@ -40,7 +40,7 @@ class AdmissionConfig:
     """The three knobs of a time-bounded batch; the defaults are what `pipeline run` uses."""
 
     batch_seconds: float = 3.0
-    run_ahead: float = 2.0
+    run_ahead: float = 1.5
     initial_task_rate: float = 50.0
 
     def __post_init__(self) -> None:
@@ -145,8 +145,12 @@ class Admission:
 
 
 def job_capacity(admission: Admission, layout: Layout) -> float:
-    """Records/s the whole job can take in key order, the fixed cost of its batches included."""
-    return sum(admission.partition_capacity(layout).values()) * admission.duty()
+    """Records/s the whole job can take in key order, the fixed cost of its batches included,
+    for input spread evenly over the partitions (Kafka's default partitioner): the partition
+    with the least capacity fills first. A controller that knows each partition's input rate
+    compares it with `partition_capacity` instead."""
+    capacity = admission.partition_capacity(layout)
+    return len(capacity) * min(capacity.values(), default=0.0) * admission.duty()
 
 
 def _smooth(old: float | None, new: float) -> float:

@@ -72,7 +72,7 @@ class PipelineConfig:
     bootstrap: str
     trigger_seconds: float = 1.0
     batch_seconds: float = 3.0  # each virtual task's deadline in a batch (see Admission)
-    run_ahead: float = 2.0  # how many batches of work a task may run ahead of its slowest sibling
+    run_ahead: float = 1.5  # how many batches of work a task may run ahead of its slowest sibling
     max_records_per_batch: int | None = None  # an optional upper bound (memory)
     parallelism: int | None = None  # slots per batch; default: Spark's default parallelism
     default_offsets: str = "earliest"
@@ -109,13 +109,24 @@ class KafkaOffsets:
     def upcoming_offset(self, topic: str, partition: int) -> int:
         return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
 
-    def timestamp_at(self, topic: str, partition: int, offset: int) -> int | None:
-        """The timestamp (ms) of the record at `offset`, or None if it cannot be read now."""
-        self.consumer.assign([TopicPartition(topic, partition, offset)])
-        for message in self.consumer.consume(1, timeout=1.0):
-            if message.error() is None and message.offset() == offset:
-                return message.timestamp()[1]
-        return None
+    def timestamps_at(self, offsets: dict[tuple[str, int], int], timeout_s: float = 1.0) -> dict[tuple[str, int], int]:
+        """The timestamp (ms) of the record at each partition's offset, fetched together (a
+        consumer waits out its previous fetch before a new assignment, so one at a time would
+        cost that wait per partition); partitions that do not answer in time are left out."""
+        found: dict[tuple[str, int], int] = {}
+        if not offsets:
+            return found
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        deadline = time.monotonic() + timeout_s
+        try:
+            while len(found) < len(offsets) and time.monotonic() < deadline:
+                for message in self.consumer.consume(len(offsets) - len(found), timeout=0.1):
+                    tp = (message.topic(), message.partition())
+                    if message.error() is None and offsets.get(tp) == message.offset():
+                        found[tp] = message.timestamp()[1]
+        finally:
+            self.consumer.unassign()
+        return found
 
     def offset_for_timestamp(self, topic: str, partition: int, epoch_ms: int) -> int:
         found = self.consumer.offsets_for_times([TopicPartition(topic, partition, epoch_ms)], timeout=10)[0]
@@ -160,8 +171,8 @@ class PipelineAgent:
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
-        self._lag_probe: KafkaOffsets | None = None
-        self._next_probe = 0.0
+        self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
+        self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -174,16 +185,20 @@ class PipelineAgent:
             self.start_query()
         else:
             self.control.report("stopped@0")
+        probing = threading.Event()
+        prober = threading.Thread(target=self._probe_lag, args=(probing,), name="lag-probe", daemon=True)
+        prober.start()
         try:
             while not stop.is_set():
                 self._obey()
                 self._check_query()
                 self._heartbeat()
-                self._probe_lag()
                 stop.wait(poll_s)
         finally:
+            probing.set()
             if self.query is not None and self.query.isActive:
                 self._stop_when_idle()
+            prober.join(10)
 
     def _obey(self) -> None:
         pending = self.control.pending()
@@ -219,28 +234,34 @@ class PipelineAgent:
         log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
         raise PipelineFailed(str(self.failure))
 
-    def _probe_lag(self) -> None:
-        """High watermarks, and the age of each partition's oldest unprocessed record."""
-        if self.layout is None or time.monotonic() < self._next_probe:
-            return
-        self._next_probe = time.monotonic() + self.config.lag_probe_seconds
-        probe = self._offsets()
+    def _probe_lag(self, stop: threading.Event) -> None:
+        """Every `lag_probe_seconds`, on its own thread with its own consumer (a slow broker
+        must not delay a drain or a start): high watermarks, and the age of each partition's
+        oldest unprocessed record."""
+        probe = KafkaOffsets(self.config.bootstrap)
         try:
-            marks = {tp: probe.upcoming_offset(*tp) for tp in self.layout.partitions()}
-            lowest = self.checkpoints.start_offsets() if self.checkpoints else {}
-            now = time.time() * 1000
-            ages: dict[tuple[str, int], float] = {}
-            for tp, hw in marks.items():
-                start = lowest.get(tp)
-                if start is None or start >= hw:  # nothing unprocessed (or nothing known yet)
-                    ages[tp] = 0.0
-                    continue
-                stamp = probe.timestamp_at(*tp, start)
-                if stamp is not None:
-                    ages[tp] = max(0.0, (now - stamp) / 1000)
-            self.metrics.observe_lag(marks, ages)
-        except Exception as exc:  # a slow broker must not stop the agent; lag just goes stale
-            log.warning("lag_probe.failed", job=self.config.job, error=str(exc))
+            while not stop.wait(self.config.lag_probe_seconds):
+                try:
+                    self._probe_once(probe)
+                except Exception as exc:  # lag just goes stale
+                    log.warning("lag_probe.failed", job=self.config.job, error=str(exc))
+        finally:
+            probe.close()
+
+    def _probe_once(self, probe: KafkaOffsets) -> None:
+        with self._cp_lock:
+            if self.layout is None or self.checkpoints is None:
+                return
+            partitions, lowest = self.layout.partitions(), self.checkpoints.start_offsets()
+        marks = {tp: probe.upcoming_offset(*tp) for tp in partitions}
+        now = time.time() * 1000
+        # Nothing unprocessed (or nothing known yet): no age to read.
+        behind = {tp: start for tp, start in lowest.items()
+                  if start is not None and tp in marks and start < marks[tp]}
+        stamps = probe.timestamps_at(behind)
+        ages = {tp: 0.0 for tp in marks if tp not in behind}
+        ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
+        self.metrics.observe_lag(marks, ages)
 
     # --- start and drain -----------------------------------------------------------------------
 
@@ -265,7 +286,8 @@ class PipelineAgent:
         if not resumed and self.query is not None and self.query.isActive:
             self._stop_when_idle()
         self.failure = None
-        self.layout, self.checkpoints = layout, cp
+        with self._cp_lock:
+            self.layout, self.checkpoints = layout, cp
         self._committed_batch = self.store.committed_batch(layout.generation)
         with self._lock:
             self.draining = False
@@ -318,8 +340,8 @@ class PipelineAgent:
                                      for tp, p in plan.items()})
 
     def _offsets(self) -> KafkaOffsets:
-        self._lag_probe = self._lag_probe or KafkaOffsets(self.config.bootstrap)
-        return self._lag_probe
+        self._resolver = self._resolver or KafkaOffsets(self.config.bootstrap)
+        return self._resolver
 
     def drain(self) -> None:
         """Pause once the in-flight batch has committed; report stopped@<generation>.
@@ -423,7 +445,8 @@ class PipelineAgent:
         for row in rows:
             wall_ns[row["task"]] = row["wall_ns"]
             slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9)
-            cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
+            with self._cp_lock:
+                cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
                                          row["next_offset"], row["records"], row["outputs"],
@@ -458,8 +481,8 @@ class PipelineAgent:
 
     def close(self) -> None:
         self._group.close()
-        if self._lag_probe is not None:
-            self._lag_probe.close()
+        if self._resolver is not None:
+            self._resolver.close()
 
 
 def _drain_probe(redis_url: str, job: str) -> Callable[[], bool]:

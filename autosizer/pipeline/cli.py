@@ -75,12 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-seconds", type=_number(0.05), default=3.0,
                         help="each virtual task works at most this long per micro-batch; the source "
                              "admits about this much work, from measured rates (default 3)")
-    parser.add_argument("--run-ahead", type=_number(1.0), default=2.0,
+    parser.add_argument("--run-ahead", type=_number(1.0), default=1.5,
                         help="a batch reads this many batches of measured work past a partition's "
-                             "slowest virtual task: how far a light bucket may run ahead (default 2)")
+                             "slowest virtual task: how far a light bucket may run ahead (default 1.5)")
     parser.add_argument("--max-records", type=_number(1, int),
                         help="optional upper bound on records per micro-batch (memory); default none")
-    parser.add_argument("--parallelism", type=int, help="slots per batch (default: Spark's)")
+    parser.add_argument("--parallelism", type=_number(1, int), help="slots per batch (default: Spark's)")
     parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
                         help="where partitions without a checkpoint start")
     parser.add_argument("--metrics-port", type=int, default=9108,

@@ -89,3 +89,17 @@ def test_bad_startpoints_are_one_line_with_exit_2(cli):
 def test_redis_unreachable_is_one_line_with_exit_2(cli):
     err = one_line_error(cli("layout", "show", redis=f"redis://127.0.0.1:{free_port()}/0"))
     assert "cannot reach Redis" in err and "start redis-server" in err
+
+
+@pytest.mark.parametrize("flag,value,expected", [
+    ("--batch-seconds", "nan", "'nan' must be a finite number >= 0.05"),
+    ("--batch-seconds", "0", "'0' must be a finite number >= 0.05"),
+    ("--run-ahead", "0.5", "'0.5' must be a finite number >= 1.0"),
+    ("--max-records", "1e999", "'1e999' is not a number"),
+    ("--trigger", "inf", "'inf' must be a finite number >= 0.01"),
+])
+def test_pipeline_batch_flags_are_checked(cli, flag, value, expected):
+    result = cli("pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/x",
+                 "--bootstrap", "127.0.0.1:1", flag, value)
+    assert result.returncode == 2
+    assert f"argument {flag}: {expected}" in result.stderr

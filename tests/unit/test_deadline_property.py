@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.pipeline.kafka_source import ARROW_SCHEMA
 from autosizer.pipeline.slots import NoDeadline, run_slot
+from tests.unit.test_exactly_once_property import Log, check
+from tests.unit.test_slots import records_table
 
 EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "2000")) // 8
 FACTORS = [1, 2, 4, 8, 16]
@@ -33,30 +34,22 @@ class Budget:
         return done >= self.records.get(task, 1)
 
 
-def table(log: dict, ranges: dict) -> pa.Table:
-    rows = [(key, b"%d" % seq, t, p, o) for (t, p), (begin, end) in ranges.items()
-            for o, (key, seq) in enumerate(log[(t, p)][begin:end], start=begin)]
-    return pa.table({
-        "key": pa.array([r[0] for r in rows], pa.binary()),
-        "value": pa.array([r[1] for r in rows], pa.binary()),
-        "topic": pa.array([r[2] for r in rows], pa.string()),
-        "partition": pa.array([r[3] for r in rows], pa.int32()),
-        "offset": pa.array([r[4] for r in rows], pa.int64()),
-        "timestamp": pa.array([None] * len(rows), pa.timestamp("us", tz="UTC")),
-    }, schema=ARROW_SCHEMA)
+def table(log: Log, ranges: dict) -> pa.Table:
+    return records_table((key, b"%d" % seq, t, p, o) for (t, p), (begin, end) in ranges.items()
+                         for o, (key, seq) in enumerate(log.partitions[(t, p)][begin:end], start=begin))
 
 
-def run_batch(cp: Checkpoints, log: dict, spans, deadline, processed: list) -> None:
+def run_batch(cp: Checkpoints, log: Log, spans, deadline, processed: list) -> None:
     """One micro-batch: plan, read, run the slot, advance as the agent does."""
     ranges = {}
     for tp, start in cp.start_offsets().items():
         begin = start or 0
-        ranges[tp] = (begin, min(len(log[tp]), begin + next(spans)))
+        ranges[tp] = (begin, min(len(log.partitions[tp]), begin + next(spans)))
     lock = threading.Lock()
 
     def process(record):
         with lock:
-            processed.append(((record.topic, record.partition), record.offset, record.key,
+            processed.append((None, (record.topic, record.partition), record.offset, record.key,
                               int(record.value)))
 
     result = run_slot(table(log, ranges), cp, process, deadline)
@@ -82,30 +75,20 @@ keys = st.one_of(st.none(), st.binary(min_size=0, max_size=2))
     spans=st.lists(st.integers(1, 40), min_size=1, max_size=16),
 )
 def test_deadline_cut_batches_process_every_message_once_in_key_order(grouper, first, steps, spans):
-    log: dict = {(t, p): [] for t, n in TOPICS.items() for p in range(n)}
-    seq = 0
+    log = Log()
     cp = Checkpoints.initial(Layout(topics=TOPICS, factor=first, grouper=grouper))
-    cp.resolve_defaults({tp: 0 for tp in log})
+    cp.resolve_defaults({tp: 0 for tp in cp.layout.partitions()})
     span = iter(spans * 1000)
     processed: list = []
     for messages, rescale, budgets in steps:
         for where, key in messages:
-            tp = ("a", where) if where < 2 else ("b", 0)
-            log[tp].append((key, seq))
-            seq += 1
+            log.produce(*(("a", where) if where < 2 else ("b", 0)), key)
         budget = Budget({t.name: budgets.get(t.bucket, 1) for t in cp.layout.virtual_tasks()})
         run_batch(cp, log, span, budget, processed)
         if rescale is not None and rescale != cp.layout.factor:
             cp = cp.migrate(cp.layout.with_factor(rescale))
     for _ in range(100):  # drain: whole spans, no deadline
-        if all(cp.start_offsets()[tp] >= len(log[tp]) for tp in log):
+        if all(cp.start_offsets()[tp] >= len(log.partitions[tp]) for tp in cp.layout.partitions()):
             break
         run_batch(cp, log, iter(lambda: 10**6, None), NoDeadline(), processed)
-    seen = [(tp, offset) for tp, offset, _, _ in processed]
-    assert len(seen) == len(set(seen)), "a message was processed twice"
-    assert len(seen) == sum(len(v) for v in log.values()), "a message was never processed"
-    last: dict = {}
-    for tp, offset, key, s in processed:
-        ident = (tp, offset) if key is None else (tp, key)
-        assert last.get(ident, -1) < s, f"key {key!r} out of order"
-        last[ident] = s
+    check(log, processed, order_within_partition=True)
