@@ -13,9 +13,10 @@ reading far more than it can use. Per partition the plan is a read position and 
 Rates are measured, not configured: a task's saturated rate is the records it processed over the
 wall time its thread worked on them in a batch (it had a backlog throughout that time), smoothed
 over batches. A task not measured yet (a new layout after a rescale) borrows the median of the
-measured tasks, and before anything is measured every task is assumed to do `initial_task_rate`
-records per second: a small first batch that the first measurement corrects. A rescale therefore
-raises the admitted amount with no operator action.
+measured tasks. Before anything is measured, a partition is assumed to do `initial_rate` records
+per second whatever its factor: a small first batch that the first measurement corrects, and that
+doubles for every batch too short to measure (a fast function's first batch can be). A rescale
+therefore raises the admitted amount with no operator action.
 
 Pure: no Spark, no I/O. The agent feeds it each batch's progress and hands `plan()` to the source.
 """
@@ -41,10 +42,10 @@ class AdmissionConfig:
 
     batch_seconds: float = 3.0
     run_ahead: float = 1.5
-    initial_task_rate: float = 50.0
+    initial_rate: float = 50.0  # records/s per partition, before anything is measured
 
     def __post_init__(self) -> None:
-        for name, low in (("batch_seconds", 0.05), ("run_ahead", 1.0), ("initial_task_rate", 1e-3)):
+        for name, low in (("batch_seconds", 0.05), ("run_ahead", 1.0), ("initial_rate", 1e-3)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
                 raise ValueError(f"{name} must be a finite number >= {low}, not {value!r}")
@@ -67,6 +68,7 @@ class Admission:
         self.shares: dict[tuple[str, str, int], float] = {}  # task's share of a partition's input
         self._seed: float | None = None  # the last median rate, kept across a rescale
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
+        self._assumed = self.config.initial_rate  # per partition, until a task is measured
 
     # --- measuring -----------------------------------------------------------------------------
 
@@ -80,9 +82,13 @@ class Admission:
             if p.read:
                 key = (p.task, p.topic, p.partition)
                 self.shares[key] = _smooth(self.shares.get(key), p.owned / p.read)
+        measured = False
         for task, ns in busy.items():
             if ns >= MIN_SAMPLE_NS and records[task]:
                 self.rates[task] = _smooth(self.rates.get(task), records[task] / (ns / 1e9))
+                measured = True
+        if not measured and any(records.values()) and self.typical_rate() is None:
+            self._assumed *= 2  # too quick to measure: the function is faster than assumed
 
     def observe_cycle(self, cycle_s: float, slot_s: float) -> None:
         """A saturated batch took `cycle_s` from the previous commit to its own, of which its
@@ -109,8 +115,9 @@ class Admission:
             return statistics.median(self.rates.values())
         return self._seed
 
-    def task_rate(self, task: str) -> float:
-        return self.rates.get(task) or self.typical_rate() or self.config.initial_task_rate
+    def task_rate(self, task: str) -> float | None:
+        """The task's saturated rate, or the median of the measured ones, or None."""
+        return self.rates.get(task) or self.typical_rate()
 
     # --- planning ------------------------------------------------------------------------------
 
@@ -121,10 +128,17 @@ class Admission:
         for tp, start in starts.items():
             if start is None:
                 continue
-            capacity = sum(self.task_rate(t.name) / len(t.partitions) for t in layout.readers(*tp))
-            span = math.ceil(self.config.run_ahead * self.config.batch_seconds * capacity)
+            span = math.ceil(self.config.run_ahead * self.config.batch_seconds * self._capacity(layout, tp))
             out[tp] = ReadPlan(start, max(1, span))
         return out
+
+    def _capacity(self, layout: Layout, tp: TopicPartition) -> float:
+        """Records/s the partition's tasks do together when each has work (each task's rate split
+        evenly over the partitions it reads), or the assumption before any measurement."""
+        rates = [(self.task_rate(t.name), len(t.partitions)) for t in layout.readers(*tp)]
+        if any(rate is None for rate, _ in rates):
+            return self._assumed
+        return sum(rate / shared for rate, shared in rates)  # type: ignore[operator]
 
     # --- what a controller reads ---------------------------------------------------------------
 
@@ -137,7 +151,7 @@ class Admission:
             bounds = []
             for task in layout.readers(*tp):
                 share = self.shares.get((task.name, *tp), 1 / layout.factor)
-                rate = self.task_rate(task.name) / len(task.partitions)
+                rate = (self.task_rate(task.name) or self._assumed / layout.factor) / len(task.partitions)
                 bounds.append(math.inf if share <= 0 else rate / share)
             finite = [b for b in bounds if math.isfinite(b)]
             out[tp] = min(finite) if finite else 0.0

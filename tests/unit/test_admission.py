@@ -21,11 +21,22 @@ def batch(layout: Layout, rate: float, seconds: float = 1.0, shares: dict[int, f
     ]
 
 
-def test_before_any_measurement_a_conservative_default_is_admitted():
-    layout = Layout(topics={"orders": 2}, factor=4)
-    admission = Admission(AdmissionConfig(batch_seconds=3, run_ahead=2, initial_task_rate=50))
-    plan = admission.plan(layout, {("orders", 0): 10, ("orders", 1): None})
-    assert plan == {("orders", 0): ReadPlan(10, 2 * 3 * 50 * 4)}  # a partition with no start waits
+def test_before_any_measurement_a_small_first_batch_whatever_the_factor():
+    for factor in (1, 64):
+        layout = Layout(topics={"orders": 2}, factor=factor)
+        admission = Admission(AdmissionConfig(batch_seconds=3, run_ahead=2, initial_rate=50))
+        plan = admission.plan(layout, {("orders", 0): 10, ("orders", 1): None})
+        assert plan == {("orders", 0): ReadPlan(10, 2 * 3 * 50)}  # a partition with no start waits
+
+
+def test_batches_too_quick_to_measure_double_the_assumption():
+    layout = Layout(topics={"orders": 1}, factor=1)
+    admission = Admission(AdmissionConfig(batch_seconds=1, run_ahead=1, initial_rate=50))
+    for expected in (100, 200, 400):
+        admission.observe(batch(layout, rate=10_000, seconds=0.001))  # 10 records in 1 ms
+        assert admission.plan(layout, {("orders", 0): 0})[("orders", 0)].span == expected
+    admission.observe(batch(layout, rate=10_000, seconds=0.5))  # measurable at last
+    assert admission.plan(layout, {("orders", 0): 0})[("orders", 0)].span == 10_000
 
 
 def test_the_span_follows_the_measured_rate_and_a_rescale_borrows_it():
@@ -55,7 +66,7 @@ def test_capacity_is_set_by_the_hottest_task():
 
 
 @pytest.mark.parametrize("field,value", [("batch_seconds", float("nan")), ("batch_seconds", 0),
-                                         ("run_ahead", 0.5), ("initial_task_rate", float("inf")),
+                                         ("run_ahead", 0.5), ("initial_rate", float("inf")),
                                          ("run_ahead", True)])
 def test_settings_out_of_range_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=f"^{field} must be a finite number"):
