@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autosizer.controller.collector import Labels, Samples
-from autosizer.elasticity import Layout, TopicPartition
+from autosizer.elasticity import FACTORS, Layout, TopicPartition
 from autosizer.policies.base import Observation, PartitionStats, TaskStats
 
 REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
@@ -62,12 +62,14 @@ class Evaluator:
         if age is None and not problems:
             problems.append("no scrape time of the pipeline's metrics: is Prometheus scraping it?")
         tasks = self._tasks(samples, layout, index)
+        saturated, hot_shares, duty = _capacity(samples, layout, index)
         observation = Observation(
             time=samples.time, factor=layout.factor,
             partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,
                                       columns["input_rate"], processed),
             tasks=tasks, since_rescale_s=since_rescale_s, restart_downtime_s=restart_downtime_s,
             complete=not problems, age_s=0.0 if age is None else max(0.0, age),
+            saturated_rate=saturated, hot_shares=hot_shares, duty=duty,
         )
         return Evaluation(observation, problems, notes)
 
@@ -93,6 +95,38 @@ class Evaluator:
         # busy is not clamped to 1: a batch's processing time lands in the window all at once, and
         # only the ratio of the two sums (processed / busy) is meaningful.
         return TaskStats(tuple(row), first, lag, rate, seconds, busy)
+
+
+def _capacity(samples: Samples, layout: Layout,
+              index: dict[TopicPartition, int]) -> tuple[float | None, np.ndarray | None, float]:
+    """The pipeline's own capacity measurements: the median saturated rate of the layout's
+    tasks, the busiest bucket's share per partition and factor, and the duty of a batch
+    (deadline / (deadline + overhead)). Absent series leave the older estimates in charge."""
+    names = {t.name for t in layout.virtual_tasks()}
+    rates = [v for labels, v in samples.series.get("task_saturated_rate", ())
+             if labels.get("task") in names and math.isfinite(v) and v > 0]
+    saturated = float(np.median(rates)) if rates else None
+    hot: np.ndarray | None = None
+    for labels, value in samples.series.get("hot_share", ()):
+        i, factor = index.get(_partition(labels)), _int(labels.get("factor"))
+        if i is None or factor not in FACTORS or not (math.isfinite(value) and 0 < value <= 1):
+            continue
+        if hot is None:
+            hot = np.full((len(index), len(FACTORS)), np.nan)
+        hot[i, FACTORS.index(factor)] = value
+    deadline = _single(samples.series.get("batch_deadline_seconds", ()))
+    overhead = _single(samples.series.get("batch_overhead_seconds", ()))
+    duty = 1.0
+    if deadline is not None and overhead is not None and deadline > 0 and overhead >= 0:
+        duty = deadline / (deadline + overhead)
+    return saturated, hot, duty
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _partition(labels: Labels) -> TopicPartition | None:

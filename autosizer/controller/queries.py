@@ -24,12 +24,18 @@ DEFAULT_QUERIES: dict[str, str] = {
     ),
     # seconds spent in the user function per second: the share of the window the task was busy
     "task_busy": "sum by (task) (rate(autosizer_pipeline_process_seconds_sum{$selector}[$window]))",
+    # what the pipeline measured of its capacity (optional: without them the older estimates apply)
+    "task_saturated_rate": "max by (task) (autosizer_pipeline_task_saturated_rate{$selector})",
+    "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
+    "batch_deadline_seconds": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
+    "batch_overhead_seconds": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
     # seconds since the newest scrape of the pipeline: stale metrics hold the daemon
     "age_seconds": "time() - max(timestamp(autosizer_pipeline_batches_total{$selector}))",
 }
 
 PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
 TASK_QUERIES = ("task_lag_records", "task_processed_rate", "task_process_seconds", "task_busy")
+CAPACITY_QUERIES = ("task_saturated_rate", "hot_share", "batch_deadline_seconds", "batch_overhead_seconds")
 
 
 def render(query: str, selector: str, window: str) -> str:

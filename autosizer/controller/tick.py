@@ -206,6 +206,9 @@ def _inputs(evaluation: Evaluation, prometheus_s: float) -> dict[str, Any]:
                lag_seconds=round(float(obs.partitions.lag_seconds.max(initial=0.0)), 2),
                input_rate=round(obs.input_rate, 2), processed_rate=round(obs.processed_rate, 2),
                task_capacity=None if obs.task_capacity is None else round(obs.task_capacity, 2),
+               saturated_rate=None if obs.saturated_rate is None else round(obs.saturated_rate, 2),
+               capacity=None if obs.task_rate is None else round(obs.capacity(obs.factor, obs.task_rate), 1),
+               duty=round(obs.duty, 3),
                age_s=round(obs.age_s, 1), since_rescale_s=None if math.isinf(obs.since_rescale_s)
                else round(obs.since_rescale_s, 1))
     if evaluation.notes:

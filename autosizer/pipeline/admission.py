@@ -66,6 +66,8 @@ class Admission:
         self.config = config or AdmissionConfig()
         self.rates: dict[str, float] = {}  # saturated records/s per virtual task
         self.shares: dict[tuple[str, str, int], float] = {}  # task's share of a partition's input
+        # Per partition and factor in FACTORS: the busiest key bucket's share of the input
+        self.hot_shares: dict[TopicPartition, tuple[float, ...]] = {}
         self._seed: float | None = None  # the last median rate, kept across a rescale
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
@@ -76,7 +78,14 @@ class Admission:
         """Fold one committed batch into the saturated rates and the input shares."""
         records: dict[str, int] = {}
         busy: dict[str, int] = {}
+        seen: set[TopicPartition] = set()
         for p in progress:
+            tp = (p.topic, p.partition)
+            if p.read and p.hottest and tp not in seen:  # every reader carries the same counts
+                seen.add(tp)
+                old = self.hot_shares.get(tp)
+                self.hot_shares[tp] = tuple(
+                    _smooth(None if old is None else old[i], n / p.read) for i, n in enumerate(p.hottest))
             records[p.task] = records.get(p.task, 0) + p.records
             busy[p.task] = busy.get(p.task, 0) + p.busy_ns
             if p.read:

@@ -54,6 +54,7 @@ PROGRESS_SCHEMA = pa.schema(
         ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
         ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()), ("owned", pa.int64()),
         ("pending", pa.int64()), ("read", pa.int64()), ("slot_records", pa.int64()),
+        ("hottest", pa.list_(pa.int64())),
     ]
 )
 
@@ -430,7 +431,8 @@ class PipelineAgent:
                   "next_offset": p.next_offset, "records": p.records, "outputs": p.outputs,
                   "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
                   "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
-                  "pending": p.pending, "read": p.read, "slot_records": result.records}
+                  "pending": p.pending, "read": p.read, "slot_records": result.records,
+                  "hottest": list(p.hottest)}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -451,7 +453,8 @@ class PipelineAgent:
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
                                          row["next_offset"], row["records"], row["outputs"],
                                          row["process_ns"], tuple(row["histogram"] or ()),
-                                         row["busy_ns"], row["owned"], row["pending"], row["read"]))
+                                         row["busy_ns"], row["owned"], row["pending"], row["read"],
+                                         tuple(row["hottest"] or ())))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)

@@ -27,6 +27,11 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            order: min over its tasks of rate / share
   autosizer_pipeline_admitted_span{topic,partition}        records the next batch may read past the
                                                            slowest task
+  autosizer_pipeline_hot_share{topic,partition,factor}     the busiest key bucket's share of the
+                                                           partition's input, were the job at that
+                                                           factor (every power of two: what a
+                                                           rescale would buy)
+  autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
   autosizer_pipeline_capacity                              records/s the job can take in key order,
                                                            fixed cost included
@@ -51,7 +56,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from autosizer.elasticity import Layout
+from autosizer.elasticity import FACTORS, Layout
 from autosizer.pipeline.admission import Admission, job_capacity
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
@@ -91,6 +96,8 @@ class PipelineMetrics(Collector):
         self.spans: dict[Partition, int] = {}
         self.overhead_s: float | None = None
         self.job_capacity: float | None = None
+        self.hot_shares: dict[Partition, tuple[float, ...]] = {}
+        self.deadline_s: float | None = None
 
     # --- updates from the agent ----------------------------------------------------------------
 
@@ -116,6 +123,8 @@ class PipelineMetrics(Collector):
                 self.input_share = dict(admission.shares)
                 self.capacity = admission.partition_capacity(self.layout)
                 self.overhead_s = admission.overhead_s
+                self.hot_shares = dict(admission.hot_shares)
+                self.deadline_s = admission.config.batch_seconds
                 self.job_capacity = job_capacity(admission, self.layout)
                 self.spans = {tp: plan.span for tp, plan in admission.plan(
                     self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
@@ -265,6 +274,16 @@ class PipelineMetrics(Collector):
         for (topic, partition), value in sorted(self.spans.items()):
             span.add_metric([topic, str(partition)], value)
         yield span
+        hot = GaugeMetricFamily("autosizer_pipeline_hot_share",
+                                "The busiest key bucket's share of a partition's input at a factor",
+                                labels=["topic", "partition", "factor"])
+        for (topic, partition), shares in sorted(self.hot_shares.items()):
+            for factor, value in zip(FACTORS, shares, strict=False):
+                hot.add_metric([topic, str(partition), str(factor)], value)
+        yield hot
+        if self.deadline_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_batch_deadline_seconds",
+                                    "A batch's time budget (--batch-seconds)", value=self.deadline_s)
         if self.overhead_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
                                     "A saturated batch's fixed cost outside its tasks' work",

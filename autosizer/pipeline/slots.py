@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
-from autosizer.elasticity import Checkpoints, key_hashes
+from autosizer.elasticity import FACTORS, MAX_FACTOR, Checkpoints, key_hashes
 
 Output = tuple[bytes | None, bytes]
 # Seconds; the edges of the process-time histogram (the seed's process-ns).
@@ -114,6 +114,9 @@ class TaskProgress:
     owned: int = 0
     pending: int = 0
     read: int = 0  # every record read from the partition in this batch, the share's denominator
+    # Per factor in FACTORS: records of the partition's busiest key bucket at that factor, among
+    # the `read` ones. What a controller needs to know what a rescale would buy (hot buckets).
+    hottest: tuple[int, ...] = ()
 
 
 @dataclass
@@ -227,18 +230,26 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
             if "h" in records.column_names
             else key_hashes(records.column("key"), offsets)
         )
-        owned = np.bincount((hashes & np.uint64(layout.factor - 1)).astype(np.int64),
-                            minlength=layout.factor)
+        residues = np.bincount((hashes & np.uint64(MAX_FACTOR - 1)).astype(np.int64),
+                               minlength=MAX_FACTOR)
+        owned = residues.reshape(-1, layout.factor).sum(axis=0)
+        hottest = busiest_buckets(residues)
         end = int(offsets[-1]) + 1
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
             stats = TaskProgress(task.name, topic, partition, end, owned=int(owned[task.bucket]),
-                                 read=len(offsets))
+                                 read=len(offsets), hottest=hottest)
             progress[(task.name, topic, partition)] = stats
             if mask.any():
                 chosen = records.filter(pa.array(mask)).select(["key", "value", "offset", "timestamp"])
                 work.setdefault(task.name, []).append(_Work(stats, chosen))
     return work, progress
+
+
+def busiest_buckets(residues: np.ndarray) -> tuple[int, ...]:
+    """Per factor in FACTORS, the records of the busiest bucket, from counts per residue of
+    `h mod MAX_FACTOR` (bucket b at factor f holds the residues r with r mod f == b)."""
+    return tuple(int(residues.reshape(-1, f).sum(axis=0).max()) for f in FACTORS)
 
 
 def _run_chunk(name: str, item: _Work, process: ProcessFn, deadline: Deadline, done: int,

@@ -10,9 +10,18 @@ What it adds to the utilization rule, and why:
 - Hysteresis. It scales down only when the smaller factor would run at or below
   `scale_down_utilization` of the highest input over `trend_window_s`, and never while the
   job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
-- Ineffective scale-ups. After a scale-up settles it compares the job's capacity before and
-  after. If capacity grew by less than a quarter of what the factor promised (CPU-bound work past
-  the core count), it steps back and remembers that factor as a ceiling for `ceiling_memory_s`.
+- Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
+  virtual task's saturated rate (records over its busy time, framework cost included), the
+  busiest key bucket's share of each partition at that factor (the pipeline counts it for every
+  power of two: with few keys the hottest bucket, not the average, fills first), and the share of
+  time a saturated batch leaves its tasks (the batch overhead). The chosen factor runs the
+  hottest task at `target_utilization`.
+- Ineffective scale-ups. After a scale-up settles it compares the throughput measured while the
+  job had a backlog, before and after. If it grew by less than 10% (or a quarter of what the
+  capacity model promised, if that is less): CPU-bound work past the core count, it steps back and
+  remembers that factor as a ceiling for `ceiling_memory_s`. Throughput under backlog understates
+  capacity (a partition that caught up does only its input), so a real gain is never judged
+  against the model's full promise.
 - Hot keys. When one virtual task holds most of the lag, its backlog is one key's or one
   bucket's; more buckets cannot split it, so that lag is left out of the sizing.
 """
@@ -24,8 +33,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from autosizer.elasticity import MAX_FACTOR
-from autosizer.policies.base import Decision, Observation, factor_for, fraction, positive
+import numpy as np
+
+from autosizer.elasticity import FACTORS
+from autosizer.policies.base import Decision, Observation, fraction, positive
+
+INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,9 @@ class AutosizerState:
     factor: int | None = None  # the factor seen last tick
     capacity: float | None = None  # the job's capacity (records/s) seen last tick
     task_rate: float | None = None  # the last measured capacity of one virtual task
-    trial: tuple[int, int, float] | None = None  # (old factor, new factor, capacity before)
+    throughput: float | None = None  # records/s processed last tick, if the job had a backlog
+    # a scale-up being judged: (old factor, new factor, throughput before, task rate before)
+    trial: tuple[int, int, float, float] | None = None
     ceiling: int | None = None
     ceiling_until: float = -math.inf
 
@@ -46,7 +61,7 @@ class AutosizerPolicy:
     def __init__(self, target_utilization: float = 0.8, scale_down_utilization: float = 0.5,
                  catch_up_seconds: float = 300.0, horizon_s: float = 120.0,
                  settle_s: float = 60.0, ceiling_memory_s: float = 6 * 3600.0,
-                 hot_lag_share: float = 0.5, trend_window_s: float = 600.0):
+                 hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0):
         self.target = fraction("target_utilization", target_utilization)
         self.down = fraction("scale_down_utilization", scale_down_utilization)
         if self.down >= self.target:
@@ -58,22 +73,30 @@ class AutosizerPolicy:
         self.memory = positive("ceiling_memory_s", ceiling_memory_s)
         self.hot_share = fraction("hot_lag_share", hot_lag_share)
         self.window = positive("trend_window_s", trend_window_s)
+        # lag (s) above which the processed rate is the job's throughput, not just its input
+        self.backlog_s = positive("backlog_s", backlog_s)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
         obs, current = observation, observation.factor
         last = state if isinstance(state, AutosizerState) else AutosizerState()
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
-        task_rate = obs.task_capacity or last.task_rate
-        capacity = (task_rate or 0.0) * obs.partition_count * current
+        task_rate = obs.task_rate or last.task_rate
+        capacity = obs.capacity(current, task_rate) if task_rate else 0.0
+        backlogged = _behind_s(obs) >= self.backlog_s
+        throughput = obs.processed_rate if backlogged and obs.processed_rate > 0 else None
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
         if last.factor is not None and current != last.factor:
-            # A scale-up since the last tick is on trial against the capacity seen before it.
-            trial = (last.factor, current, last.capacity) if current > last.factor and last.capacity else None
+            # A scale-up is judged on throughput under backlog; without a backlog before it, on
+            # the capacity measured before it.
+            trial = None
+            if current > last.factor and last.task_rate:
+                before = last.throughput or obs.capacity(last.factor, last.task_rate)
+                trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
-                times, rates, current, capacity or None, task_rate, trial, ceiling,
+                times, rates, current, capacity or None, task_rate, throughput, trial, ceiling,
                 ceiling_until)
 
         if task_rate is None:
@@ -81,16 +104,14 @@ class AutosizerPolicy:
         if trial and obs.since_rescale_s < self.settle:
             return answer(current, f"hold: scale-up {trial[0]} -> {trial[1]} settling, judged after "
                                    f"{self.settle:.0f}s", {"task_rate": task_rate})
+        judged = ""
         if trial:
-            old, new, before = trial
-            gained, promised = capacity / before - 1, new / old - 1
+            verdict, judged = self._judge(trial, throughput, capacity, obs)
             trial = None
-            if gained < 0.25 * promised:
-                ceiling, ceiling_until = old, obs.time + self.memory
-                return answer(old, f"scale-up {old} -> {new} raised capacity {gained:+.0%} of the "
-                                   f"{promised:.0%} promised: back to {old}, ceiling for "
-                                   f"{self.memory / 3600:g}h",
-                              {"capacity_before": before, "capacity_after": capacity})
+            if verdict is not None:
+                back, reason, details = verdict
+                ceiling, ceiling_until = back, obs.time + self.memory
+                return answer(back, reason, details)
 
         forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
         lag, hot = obs.lag_records, None
@@ -102,38 +123,88 @@ class AutosizerPolicy:
                 hot = obs.tasks.names[top]
                 lag -= float(task_lag[top])
         details: dict[str, Any] = {"forecast": forecast, "task_rate": task_rate, "lag": lag,
-                                   "utilization": forecast / capacity}
+                                   "capacity": capacity, "duty": obs.duty,
+                                   "utilization": forecast / capacity if capacity else None}
+        if throughput is not None:
+            details["throughput"] = throughput
         if hot is not None:
             details["hot_task"] = hot
 
         wish = self._cover(forecast, lag, obs, task_rate)
         if wish > current:
-            reason = f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish} at {task_rate:.1f}/s per task"
-        elif lag > 0 and float(obs.partitions.lag_seconds.max()) > max(10.0, 2 * obs.restart_downtime_s):
+            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
+                      f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
+                      f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
+        elif lag > 0 and _behind_s(obs) > max(10.0, 2 * obs.restart_downtime_s):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
             peak = max(forecast, max(rates))
-            wish = min(current, factor_for(peak / (task_rate * self.down), obs.partition_count))
+            wish = next((f for f in FACTORS if f >= current or obs.capacity(f, task_rate) * self.down >= peak),
+                        current)
             reason = (f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization" if wish < current
-                      else f"hold: utilization {forecast / capacity:.0%} in band")
+                      else f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s")
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
             wish = ceiling
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
-        return answer(wish, reason, details)
+        return answer(wish, reason + judged, details)
+
+    def _judge(self, trial: tuple[int, int, float, float], throughput: float | None, capacity: float,
+               obs: Observation) -> tuple[tuple[int, str, dict[str, Any]] | None, str]:
+        """A settled scale-up: (where to step back to, why, details) if it bought less than the
+        capacity model promised, else None; plus a note for the reason either way.
+
+        Throughput under backlog is what the job delivered flat out. Without a backlog (it caught
+        up, or never fell behind) the capacity measured now stands in: the per-task rate measured
+        at the new factor, over its tasks and hottest buckets."""
+        old, new, before, rate = trial
+        after = throughput if throughput is not None else capacity
+        if after <= 0:
+            return None, ""
+        promised = obs.capacity(new, rate) / max(1e-9, obs.capacity(old, rate)) - 1
+        gained = after / before - 1
+        what = "throughput under backlog" if throughput is not None else "capacity"
+        measured = (f"measured {what} {before:.0f}/s before, {after:.0f}/s "
+                    f"after ({gained:+.0%} of the {promised:+.0%} promised)")
+        throughput = after
+        details = {"throughput_before": before, "throughput_after": throughput, "promised": promised}
+        if gained < min(INEFFECTIVE_GAIN, 0.25 * promised):
+            return (old, f"scale-up {old} -> {new}: {measured}: back to {old}, ceiling for "
+                         f"{self.memory / 3600:g}h", details), ""
+        if gained < 0.5 * promised and (obs.task_rate or rate) < 0.75 * rate:
+            # Part of the step helped, and each task got slower (CPU-bound past the cores, say):
+            # keep the smallest factor that the model, at the rate measured before, says
+            # delivers what was measured.
+            useful = next(f for f in FACTORS if f >= old and (
+                f >= new or obs.capacity(f, rate) >= throughput * (1 - INEFFECTIVE_GAIN)))
+            if useful < new:
+                return (useful, f"scale-up {old} -> {new}: {measured}; {useful} delivers as much: "
+                                f"back to {useful}, ceiling for {self.memory / 3600:g}h", details), ""
+        return None, f"; scale-up {old} -> {new} {measured}"
 
     def _cover(self, forecast: float, lag: float, obs: Observation, task_rate: float) -> int:
-        """The smallest factor that runs the forecast at target and drains the lag in time."""
+        """The smallest factor whose measured capacity runs the forecast at target and drains the
+        lag in time; if none can, the smallest that reaches (nearly) the most any factor can."""
         backlog = lag + forecast * obs.restart_downtime_s
-        factor = factor_for(forecast / (task_rate * self.target), obs.partition_count)
-        while factor < MAX_FACTOR:
-            spare = task_rate * obs.partition_count * factor - forecast
-            if spare > 0 and backlog / spare <= self.catch_up:
-                break
-            factor *= 2
-        return factor
+        capacities = [obs.capacity(f, task_rate) for f in FACTORS]
+        for factor, capacity in zip(FACTORS, capacities, strict=True):
+            spare = capacity - forecast
+            if capacity * self.target >= forecast and spare > 0 and backlog / spare <= self.catch_up:
+                return factor
+        best = max(capacities)
+        return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= 0.95 * best)
+
+
+def _behind_s(obs: Observation) -> float:
+    """The worst partition's lag in seconds (0 when unknown)."""
+    seconds = obs.partitions.lag_seconds
+    return float(np.nanmax(seconds)) if len(seconds) and np.isfinite(seconds).any() else 0.0
+
+
+def _hottest(obs: Observation, factor: int) -> float:
+    return float(obs.hot_share(factor).max()) if obs.partition_count else 0.0
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from autosizer.elasticity import MAX_FACTOR, TopicPartition, validate_factor
+from autosizer.elasticity import FACTORS, MAX_FACTOR, TopicPartition, validate_factor
 
 _add_reduce = np.add.reduce
 
@@ -112,6 +112,12 @@ class Observation:
     restart_downtime_s: float = 2.0
     complete: bool = True  # False when the collector got only part of the series
     age_s: float = 0.0  # how old the newest sample is
+    # What the pipeline measured of its own capacity (None/unknown: the older estimates apply):
+    saturated_rate: float | None = None  # records/s one virtual task does while it has a backlog
+    # (partitions, len(FACTORS)): the busiest key bucket's share of each partition's input at
+    # each factor; NaN where unknown (even buckets are assumed there)
+    hot_shares: np.ndarray | None = None
+    duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
 
     @property
     def partition_count(self) -> int:
@@ -143,6 +149,35 @@ class Observation:
         if busy < 0.01:
             return None
         return self.tasks.total("processed_rate") / busy
+
+    @property
+    def task_rate(self) -> float | None:
+        """Records/s one virtual task really does flat out: the pipeline's saturated rate (which
+        includes per-record framework cost), else the user-function estimate `task_capacity`."""
+        if self.saturated_rate is not None and math.isfinite(self.saturated_rate) and self.saturated_rate > 0:
+            return self.saturated_rate
+        return self.task_capacity
+
+    def hot_share(self, factor: int) -> np.ndarray:
+        """Per partition, the busiest bucket's share of its input at `factor` (1/factor unknown)."""
+        even = np.full(self.partition_count, 1.0 / factor)
+        if self.hot_shares is None or self.hot_shares.shape != (self.partition_count, len(FACTORS)):
+            return even
+        column = self.hot_shares[:, FACTORS.index(factor)]
+        return np.where(np.isfinite(column) & (column > 0), np.maximum(column, 1.0 / factor), even)
+
+    def capacity(self, factor: int, task_rate: float) -> float:
+        """Records/s the job can take at `factor` in key order: per partition the busiest bucket
+        saturates first (`task_rate / hot share`), the partition that fills first at today's input
+        mix caps the job, and the batch overhead takes its share of the time."""
+        share = self.hot_share(factor)
+        inputs = self.partitions.input_rate
+        total = float(inputs.sum()) if np.all(np.isfinite(inputs)) else 0.0
+        weights = inputs / total if total > 0 else np.full(self.partition_count, 1.0 / max(1, self.partition_count))
+        used = weights > 0
+        if not used.any():
+            return 0.0
+        return self.duty * task_rate * float(np.min(1.0 / (weights[used] * share[used])))
 
     def problems(self) -> list[str]:
         """Why this observation cannot be trusted (empty when it can)."""

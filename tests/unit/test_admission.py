@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from autosizer.elasticity import Layout
@@ -81,3 +82,25 @@ def test_the_job_capacity_pays_the_fixed_cost_of_each_batch():
     admission.observe_cycle(cycle_s=3.6, slot_s=3.0)
     assert admission.overhead_s == pytest.approx(0.6)
     assert job_capacity(admission, layout) == pytest.approx(200 * 3 / 3.6)
+
+
+def test_the_busiest_bucket_is_counted_at_every_factor():
+    from autosizer.elasticity import FACTORS, MAX_FACTOR
+    from autosizer.pipeline.slots import busiest_buckets
+
+    residues = np.zeros(MAX_FACTOR, dtype=np.int64)
+    residues[[0, 1, 2, 3]] = [40, 30, 20, 10]  # residue 0 is also bucket 0 at every factor
+    residues[512] = 100  # bucket 0 at factors up to 512, bucket 512 at 1024
+    hottest = busiest_buckets(residues)
+    assert len(hottest) == len(FACTORS)
+    assert hottest[:3] == (200, 160, 140)  # F=1: all; F=2: 40+20+100; F=4: 40+100
+    assert hottest[-1] == 100  # F=1024: every residue its own bucket
+
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission()
+    progress = batch(layout, rate=100)
+    for p in progress:
+        p.hottest = hottest
+        p.read = 200
+    admission.observe(progress)
+    assert admission.hot_shares[("orders", 0)][:3] == pytest.approx((1.0, 0.8, 0.7))

@@ -159,3 +159,24 @@ def test_the_config_reference_in_deploy_loads_and_shows_the_defaults():
 
     defaults = RestartActuator.__init__.__defaults__
     assert tuple(config.actuator.settings.values()) == defaults
+
+
+def test_evaluator_reads_the_pipelines_capacity_measurements():
+    names = [t.name for t in LAYOUT.virtual_tasks()]
+    measured = samples(
+        task_saturated_rate=[({"task": n}, r) for n, r in zip(names, (90.0, 100.0, 110.0, 400.0), strict=True)]
+        + [({"task": "an-old-generation-task"}, 1e6), ({"task": names[0]}, float("nan"))],
+        hot_share=[({"topic": "orders", "partition": "1", "factor": "2"}, 0.75),
+                   ({"topic": "orders", "partition": "0", "factor": "3"}, 0.5),  # not a factor
+                   ({"topic": "orders", "partition": "0", "factor": "4"}, 1.5)],  # not a share
+        batch_deadline_seconds=[({}, 3.0)], batch_overhead_seconds=[({}, 1.0)],
+    )
+    obs = Evaluator().evaluate(measured, LAYOUT).observation
+    assert obs.saturated_rate == pytest.approx(105), "median of the layout's tasks"
+    assert obs.task_rate == obs.saturated_rate
+    assert obs.duty == pytest.approx(0.75)
+    assert list(obs.hot_share(2)) == [0.5, 0.75], "unknown partition 0: even buckets"
+    assert list(obs.hot_share(4)) == [0.25, 0.25], "out-of-range values are ignored"
+    # No capacity series (an older pipeline, another exporter): the older estimates apply.
+    plain = Evaluator().evaluate(samples(), LAYOUT).observation
+    assert plain.saturated_rate is None and plain.hot_shares is None and plain.duty == 1.0

@@ -23,9 +23,11 @@ from autosizer.policies import (
 from autosizer.policies.base import factor_for
 
 
-def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, partitions=4, **extra):
+def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, partitions=4,
+            processed=None, **extra):
+    processed = input_rate if processed is None else processed
     parts = PartitionStats.from_rows({("orders", p): (lag / partitions, lag / max(input_rate, 1e-3), input_rate / partitions,
-                                                      input_rate / partitions) for p in range(partitions)})
+                                                      processed / partitions) for p in range(partitions)})
     n = partitions * factor
     tasks = TaskStats([f"t{i}" for i in range(n)], np.arange(n) // factor, [0.0] * n,
                       [task_rate * busy] * n, [1 / task_rate] * n, [busy] * n)
@@ -139,19 +141,79 @@ def test_cooldown_and_lazy_scale_down():
 
 def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_ceiling():
     policy = load_policy("autosizer")
-    # At F=4 each task manages 400/s; after the move to 8 each manages 200/s (CPU-bound): the
-    # job's capacity did not grow.
-    _, state = policy.decide(observe(factor=4, input_rate=6000, task_rate=400, busy=0.9, time=0))
-    decision, state = policy.decide(observe(factor=8, input_rate=6000, task_rate=200, busy=0.95,
-                                            time=300, since_rescale_s=15), state)
+    # At F=4 the job does 6,400/s under a backlog (22 s behind). After the move to 8 each task
+    # manages half as much (CPU-bound): the throughput measured under backlog did not grow.
+    behind = {"input_rate": 9000, "lag": 200_000, "processed": 6400, "busy": 1.0}
+    first, state = policy.decide(observe(factor=4, task_rate=400, time=0, **behind))
+    assert first.factor > 4
+    decision, state = policy.decide(observe(factor=8, task_rate=200, time=300, since_rescale_s=15,
+                                            **behind), state)
     assert decision.factor == 8 and "settling" in decision.reason
-    decision, state = policy.decide(observe(factor=8, input_rate=6000, task_rate=200, busy=0.95,
-                                            time=390, since_rescale_s=105), state)
+    decision, state = policy.decide(observe(factor=8, task_rate=200, time=390, since_rescale_s=105,
+                                            **behind), state)
     assert decision.factor == 4 and "ceiling" in decision.reason
+    assert "measured throughput under backlog 6400/s before, 6400/s after" in decision.reason
+    assert decision.details["throughput_before"] == decision.details["throughput_after"] == 6400
     # Later, more input would want more tasks, but the ceiling holds for ceiling_memory_s.
-    decision, _ = policy.decide(observe(factor=4, input_rate=9000, task_rate=400, busy=1.0,
+    decision, _ = policy.decide(observe(factor=4, input_rate=12000, task_rate=400, busy=1.0,
                                         time=900, since_rescale_s=500), state)
     assert decision.factor == 4 and "learned ceiling" in decision.reason
+
+
+def test_autosizer_keeps_the_useful_part_of_a_scale_up():
+    """CPU-bound on 16 tasks' worth of cores: 1 -> 16 bought 4x, not 16x; 4 delivers as much."""
+    policy = load_policy("autosizer")
+    _, state = policy.decide(observe(factor=1, task_rate=400, input_rate=9000, lag=300_000,
+                                     processed=1600))
+    decision, _ = policy.decide(observe(factor=16, task_rate=100, input_rate=9000, lag=300_000,
+                                        processed=6400, time=100, since_rescale_s=100), state)
+    assert decision.factor == 4 and "4 delivers as much: back to 4" in decision.reason
+
+
+def test_autosizer_keeps_a_scale_up_whose_measured_throughput_grew():
+    policy = load_policy("autosizer")
+    _, state = policy.decide(observe(factor=4, task_rate=400, input_rate=9000, lag=200_000,
+                                     processed=6400))
+    # Still behind after the move to 16, but the job now does 9,800/s.
+    decision, state = policy.decide(observe(factor=16, task_rate=400, input_rate=9000, lag=100_000,
+                                            processed=9800, time=100, since_rescale_s=100), state)
+    assert decision.factor == 16
+    assert "scale-up 4 -> 16 measured throughput under backlog 6400/s before, 9800/s after" in decision.reason
+    # A scale-up that caught up is judged on the capacity measured after it (the task rate there).
+    _, state = policy.decide(observe(factor=4, task_rate=400, input_rate=9000, lag=200_000,
+                                     processed=6400))
+    decision, _ = policy.decide(observe(factor=16, task_rate=400, input_rate=9000, time=100,
+                                        since_rescale_s=100), state)
+    assert decision.factor == 16
+    assert "scale-up 4 -> 16 measured capacity 6400/s before, 25600/s after" in decision.reason
+
+
+def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
+    """The demo's case: 1,200/s over 4 partitions at 100/s per task. Even buckets at F=4 would
+    run at 75%, but 50 keys per partition put a third of a partition in its busiest bucket."""
+    policy = load_policy("autosizer")
+    even, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400))
+    assert even.factor == 4
+    hot = np.full((4, 11), np.nan)
+    hot[:, :5] = [1.0, 0.56, 0.34, 0.2, 0.12]  # factors 1, 2, 4, 8, 16
+    measured, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400,
+                                        hot_shares=hot, duty=0.85))
+    assert measured.factor == 8
+    assert "hottest bucket 20.0%" in measured.reason
+    # 0.85 * 100 / 0.2 per partition, 4 partitions
+    assert measured.details["capacity"] == pytest.approx(0.85 * 100 / 1.0 * 4)
+    assert "measured capacity 1700/s" in measured.reason
+
+
+def test_observation_capacity_follows_the_partition_that_fills_first():
+    hot = np.full((2, 11), np.nan)
+    hot[:, 1] = [0.5, 0.75]  # at F=2 partition 1's busiest bucket gets three quarters
+    obs = observe(factor=2, partitions=2, input_rate=1000, hot_shares=hot, duty=0.5)
+    # per partition: 100/0.5 = 200/s and 100/0.75 = 133/s; input is even, so partition 1 caps:
+    assert obs.capacity(2, 100) == pytest.approx(0.5 * 2 * 100 / 0.75)
+    assert obs.capacity(4, 100) == pytest.approx(0.5 * 2 * 4 * 100)  # unknown: even buckets
+    assert obs.task_rate == pytest.approx(400)  # no saturated rate: the user-function estimate
+    assert observe(saturated_rate=250.0).task_rate == 250.0
 
 
 def test_autosizer_never_scales_down_while_catching_up_and_leaves_a_hot_key_out():

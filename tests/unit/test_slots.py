@@ -169,3 +169,17 @@ def test_a_stop_request_ends_the_batch_before_its_deadline():
     assert deadline.expired("t", 1)  # the drain was seen: stop now, not at 3 s
     assert not deadline.expired("t", 0)  # still one record per task
     assert asked == [0.5, 1.1]
+
+
+def test_every_reader_reports_the_partitions_busiest_bucket_at_every_factor():
+    from collections import Counter
+
+    from autosizer.elasticity import FACTORS
+
+    layout = Layout(topics={"orders": 1}, factor=2)
+    keys = [f"customer-{i % 7}".encode() for i in range(70)] + [b"hot"] * 30  # 7 keys, one hot
+    rows = [(k, b"x", "orders", 0, o) for o, k in enumerate(keys)]
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: None)
+    expected = tuple(max(Counter(key_bucket(k, 0, f) for k in keys).values()) for f in FACTORS)
+    assert {p.hottest for p in result.progress} == {expected}
+    assert expected[0] == 100 and expected[-1] == 30  # F=1: everything; F=1024: the hot key alone
