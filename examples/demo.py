@@ -33,7 +33,7 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.loadgen import StepLoad, check_orders  # noqa: E402
+from examples.loadgen import StepLoad, check_orders, keep_up_verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS, LOW, HIGH = 4, 100.0, 1200.0
@@ -54,7 +54,7 @@ url = "{prometheus}"
 window = "10s"
 
 [guards]
-max_factor = 16
+max_factor = 32
 cooldown_s = 20
 scale_down_delay_s = 20
 max_age_s = 20
@@ -62,23 +62,18 @@ max_age_s = 20
 [policy]
 name = "autosizer"
 
-[policy.settings]
-settle_s = 15
-horizon_s = 20
-trend_window_s = 40
-catch_up_seconds = 60
-
 [actuator]
 name = "restart-in-driver"
-
-[actuator.settings]
-verify_window_s = 10
 """
+# Only the daemon's clocks are shortened (tick, window, cooldowns, metric age) so that a demo fits
+# in minutes; the policy and the actuator run on their shipped defaults, as a deployed job would.
+STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=240, help="seconds to run (default 240)")
+    parser.add_argument("--duration", type=float, default=240,
+                        help=f"seconds to run (default 240; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s)")
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
     args = parser.parse_args()
     configure_logging(level="warning")
@@ -131,6 +126,8 @@ def main() -> None:
             pipeline.terminate()
             pipeline.wait(60)
         check_orders(read_committed(workdir / "enriched"), total)
+        kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+        print(verdict)
         plot(timeline, Path(args.png))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
 
@@ -140,7 +137,7 @@ def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, dura
     """Step the load; once a second, read the job from Prometheus and show it with the last decision."""
     journal, began = DecisionJournal(store), time.monotonic()
     while (elapsed := time.monotonic() - began) < duration:
-        load.set_rate(HIGH if 0.1 * duration <= elapsed < 0.45 * duration else LOW)
+        load.set_rate(HIGH if STEP_AT <= elapsed < STEP_AT + STEP_S else LOW)
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,

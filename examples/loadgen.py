@@ -71,3 +71,27 @@ def check_orders(table, total: int) -> None:
           f"duplicates, per-customer order {'kept' if in_order else 'BROKEN'}")
     if not (len(ids) == len(set(ids)) == total and in_order):
         raise SystemExit("exactly-once or ordering check failed")
+
+
+def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_s: float = 2.0) -> tuple[bool, str]:
+    """Did the job keep up with a step? From a timeline of {t, load, lag, factor} samples: how long
+    after the step the lag came back under `within_s` seconds of input (for good: the last sample
+    over it, plus one), the backlog when the high phase ended, and the factor path.
+    True when that backlog is at most `within_s` of input."""
+    end = step_at + step_s
+    high = [p for p in timeline if step_at <= p["t"] < end]
+    if not high:
+        return False, "keeps up: no sample in the high phase (run longer than the step)"
+    over = [p["t"] for p in high if p["lag"] > within_s * p["load"]]
+    back = "never fell behind" if not over else (
+        f"lag back under {within_s:g} s of input {over[-1] + 1 - step_at:.0f} s after the step"
+        if over[-1] < high[-1]["t"] else f"lag still over {within_s:g} s of input when the step ended")
+    last = high[-1]
+    backlog_s = last["lag"] / max(last["load"], 1e-9)
+    path = [timeline[0]["factor"]]
+    for p in timeline[1:]:
+        if p["factor"] != path[-1]:
+            path.append(p["factor"])
+    ok = backlog_s <= within_s
+    return ok, (f"keeps up: {'yes' if ok else 'NO'}: {back}; backlog at the end of the "
+                f"{step_s:.0f} s step {backlog_s:.1f} s of input; factors {' -> '.join(map(str, path))}")

@@ -21,7 +21,8 @@ What it adds to the utilization rule, and why:
   capacity model promised, if that is less): CPU-bound work past the core count, it steps back and
   remembers that factor as a ceiling for `ceiling_memory_s`. Throughput under backlog understates
   capacity (a partition that caught up does only its input), so a real gain is never judged
-  against the model's full promise.
+  against the model's full promise. While a scale-up settles, sizing goes on as long as each task
+  is as fast as before: a step that needs 1 -> 16 is not held at 4 for `settle_s`.
 - Hot keys. When one virtual task holds most of the lag, its backlog is one key's or one
   bucket's; more buckets cannot split it, so that lag is left out of the sizing.
 """
@@ -39,6 +40,7 @@ from autosizer.elasticity import FACTORS
 from autosizer.policies.base import Decision, Observation, fraction, positive
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
+SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
 
 
 @dataclass(frozen=True)
@@ -101,11 +103,14 @@ class AutosizerPolicy:
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
-        if trial and obs.since_rescale_s < self.settle:
+        if trial and obs.since_rescale_s < self.settle and (
+                obs.task_rate is None or obs.task_rate < SLOWER * trial[3]):
+            # Each task got slower after the scale-up (or is not measured yet): wait and judge
+            # before adding more. Tasks as fast as before are no sign of waste: sizing goes on.
             return answer(current, f"hold: scale-up {trial[0]} -> {trial[1]} settling, judged after "
                                    f"{self.settle:.0f}s", {"task_rate": task_rate})
         judged = ""
-        if trial:
+        if trial and obs.since_rescale_s >= self.settle:
             verdict, judged = self._judge(trial, throughput, capacity, obs)
             trial = None
             if verdict is not None:
@@ -173,7 +178,7 @@ class AutosizerPolicy:
         if gained < min(INEFFECTIVE_GAIN, 0.25 * promised):
             return (old, f"scale-up {old} -> {new}: {measured}: back to {old}, ceiling for "
                          f"{self.memory / 3600:g}h", details), ""
-        if gained < 0.5 * promised and (obs.task_rate or rate) < 0.75 * rate:
+        if gained < 0.5 * promised and (obs.task_rate or rate) < SLOWER * rate:
             # Part of the step helped, and each task got slower (CPU-bound past the cores, say):
             # keep the smallest factor that the model, at the rate measured before, says
             # delivers what was measured.

@@ -1,10 +1,14 @@
-"""The simulation loop: a fluid model of the job at 1 s, a policy and the guards at every tick.
+"""The simulation loop: the job's micro-batches, a policy and the guards at every tick.
 
-Between rescales the factor is fixed, so the model runs a block of ticks at once in numpy: per
-partition and queue, lag follows Lindley's recursion L(t) = max(0, L(t−1) + in(t) − cap(t)),
-solved in closed form with a cumulative sum and a running minimum. The policy then sees each
-tick of the block in turn; when the guards let a rescale through, the rest of the block is thrown
-away and simulated again under the new factor, after the restart downtime.
+Each partition is two FIFO queues (its hottest bucket, the other buckets), tracked as positions
+in the topic's cumulative input, so the lag in seconds is what the pipeline reports: the age of
+the oldest unprocessed record, not backlog over the current input rate (which is 10^9 s at zero
+input). The job runs the pipeline's batches (`_batches`: trigger, admission from the slowest
+bucket, deadline, fixed cost, commit) or, with `batch_seconds = 0`, processes continuously.
+
+Between rescales the factor is fixed, so a block of ticks runs at once in numba. The policy then
+sees each tick of the block in turn; when the guards let a rescale through, the rest of the block
+is thrown away and simulated again under the new factor, after the restart downtime.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class Run:
     job: JobModel
     tick_s: int
     lag_records: np.ndarray  # topic total
-    lag_seconds: np.ndarray  # worst partition: its lag over its input rate
+    lag_seconds: np.ndarray  # age of the oldest unprocessed record (worst partition)
     factor: np.ndarray
     rescales: list[Rescale] = field(default_factory=list)
 
@@ -57,7 +61,7 @@ class _Block:
 
     lag_records: np.ndarray  # (seconds,)
     lag_seconds: np.ndarray  # (seconds,)
-    lag_end: np.ndarray  # (ticks, partitions, 2): hot queue, other queues
+    x_end: np.ndarray  # (ticks, partitions, 2): each queue's position (cumulative input) at tick ends
     partition_columns: tuple[np.ndarray, ...]  # PartitionStats' columns, (ticks, partitions) each
     task_columns: tuple[np.ndarray, ...]  # TaskStats' columns, (ticks, tasks) each
     partition_totals: list[list[float]]  # per tick, the sums of partition_columns
@@ -65,87 +69,195 @@ class _Block:
 
 
 @njit(cache=True, nogil=True)
-def _queues(rate, arrivals, capacity, lag0, down_s, inverse_weights, tick):  # pragma: no cover
-    """Lindley's recursion per second, partition and queue; numba keeps it one pass over memory."""
-    seconds, partitions = rate.size, arrivals.shape[0]
+def _cum_at(cum, rate, t):  # pragma: no cover
+    """Records arrived by time t (s, absolute): arrivals are even within each second."""
+    i = min(int(t), rate.size - 1)
+    return cum[i] + rate[i] * (t - i)
+
+
+@njit(cache=True, nogil=True)
+def _arrived_at(cum, rate, x):  # pragma: no cover
+    """When the x-th record (of the topic's cumulative arrivals) arrived: the inverse of _cum_at."""
+    i = np.searchsorted(cum, x, side="right") - 1
+    if i < 0:
+        return 0.0
+    if i >= rate.size:
+        return float(rate.size)
+    return i + ((x - cum[i]) / rate[i] if rate[i] > 0 else 0.0)
+
+
+@njit(cache=True, nogil=True)
+def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma: no cover
+    """The end of second s of the block: backlog, and the age of the oldest unprocessed record
+    (the slowest queue's position: the lowest position holds the oldest record)."""
+    now = t0 + s + 1
+    c = _cum_at(cum, rate, now)
+    total = 0.0
+    oldest = c
+    for p in range(arrivals.shape[0]):
+        for q in range(2):
+            if arrivals[p, q] > 0:
+                total += arrivals[p, q] * max(0.0, c - x[p, q])
+                oldest = min(oldest, x[p, q])
+    lag_records[s] = total
+    lag_seconds[s] = max(0.0, now - _arrived_at(cum, rate, oldest)) if oldest < c else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pragma: no cover
+    """A continuous job: per second and queue, processing up to its capacity (Lindley)."""
+    partitions = arrivals.shape[0]
     ticks = seconds // tick
-    lag = lag0.copy()
-    lag_records = np.empty(seconds)
-    lag_seconds = np.empty(seconds)
-    lag_end = np.empty((ticks, partitions, 2))
+    x = x0.copy()
+    lag_records, lag_seconds = np.empty(seconds), np.empty(seconds)
+    x_end = np.empty((ticks, partitions, 2))
     processed = np.zeros((ticks, partitions, 2))
     for s in range(seconds):
         k = s // tick
-        running = s >= down_s
-        total = 0.0
-        worst = 0.0
-        for p in range(partitions):
-            here = 0.0
-            for q in range(2):
-                arriving = rate[s] * arrivals[p, q]
-                before = lag[p, q] + arriving
-                after = before - capacity[k, p, q] if running else before
-                if after < 0.0:
-                    after = 0.0
-                processed[k, p, q] += before - after
-                lag[p, q] = after
-                here += after
-            total += here
-            if here * inverse_weights[p] > worst:
-                worst = here * inverse_weights[p]
-        lag_records[s] = total
-        lag_seconds[s] = worst / max(rate[s], 1e-3)
+        if s >= down_s:
+            c = cum[t0 + s + 1]
+            for p in range(partitions):
+                for q in range(2):
+                    if arrivals[p, q] > 0:
+                        done = min(arrivals[p, q] * (c - x[p, q]), capacity[k, p, q])
+                        processed[k, p, q] += done
+                        x[p, q] += done / arrivals[p, q]
+        _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
         if (s + 1) % tick == 0:
-            lag_end[k] = lag
-    return lag_records, lag_seconds, lag_end, processed
+            x_end[k] = x
+    return lag_records, lag_seconds, x_end, processed
+
+
+@njit(cache=True, nogil=True)
+def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
+             batch_s, overhead_s, trigger_s, run_ahead):  # pragma: no cover
+    """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
+    that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
+    of the partition's capacity; each queue works until it runs out or the deadline; the batch
+    commits its work `overhead_s` after the last queue stops. Lag only moves at commits."""
+    partitions = arrivals.shape[0]
+    ticks = seconds // tick
+    x = x0.copy()
+    lag_records, lag_seconds = np.empty(seconds), np.empty(seconds)
+    x_end = np.empty((ticks, partitions, 2))
+    processed = np.zeros((ticks, partitions, 2))
+    done = np.zeros((partitions, 2))
+    s = 0  # the next second to sample
+    start = float(down_s)
+    while start < seconds:
+        k = min(int(start) // tick, ticks - 1)
+        c = _cum_at(cum, rate, t0 + start)
+        work, admitted = 0.0, 0.0
+        for p in range(partitions):
+            slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
+            span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
+            end = min(c, slowest + span / max(weights[p], 1e-12))
+            for q in range(2):
+                done[p, q] = 0.0
+                if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
+                    continue
+                ready = arrivals[p, q] * max(0.0, end - x[p, q])
+                admitted += ready
+                done[p, q] = min(ready, capacity[k, p, q] * batch_s)
+                work = max(work, done[p, q] / capacity[k, p, q])
+        if admitted <= 1e-9:
+            start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
+            continue
+        commit = start + work + overhead_s
+        while s < seconds and s + 1 <= commit:
+            _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
+            if (s + 1) % tick == 0:
+                x_end[s // tick] = x
+            s += 1
+        if commit > seconds:
+            break  # still running when the block ends: the next block starts it again
+        kc = min(int(commit) // tick, ticks - 1)
+        for p in range(partitions):
+            for q in range(2):
+                if done[p, q] > 0:
+                    x[p, q] += done[p, q] / arrivals[p, q]
+                    processed[kc, p, q] += done[p, q]
+        start = max(commit, (np.floor(start / trigger_s) + 1) * trigger_s)
+    while s < seconds:
+        _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
+        if (s + 1) % tick == 0:
+            x_end[s // tick] = x
+        s += 1
+    return lag_records, lag_seconds, x_end, processed
 
 
 class _Model:
-    def __init__(self, job: JobModel, tick_s: int, seed: int):
+    def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray):
         self.job = job
         self.tick = tick_s
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
-        self.inverse_weights = 1.0 / np.maximum(job.weights, 1e-12)
         self.hot = job.hot_shares
+        self.hot_table = job.hot_share_table()
+        self.rate = np.ascontiguousarray(rate, dtype=np.float64)
+        self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names = tuple(("topic", p) for p in range(job.partitions))
 
-    def block(self, rate: np.ndarray, factor: int, lag0: np.ndarray, down_s: int) -> _Block:
+    def arrivals(self, factor: int) -> np.ndarray:
+        """(P, 2): each queue's share of the topic's input (the hottest bucket, the others)."""
+        hot = np.ones(self.job.partitions) if factor == 1 else self.hot[factor]
+        arrivals = self.weights[:, None] * np.stack([hot, 1.0 - hot], axis=1)
+        return np.where(arrivals < 1e-12, 0.0, arrivals)  # rounding must not invent a queue
+
+    def block(self, t0: int, end: int, factor: int, x0: np.ndarray, down_s: int) -> _Block:
+        """Seconds [t0, end) at one factor, from positions x0 (P, 2), in cumulative-input units."""
         job, tick = self.job, self.tick
+        rate = self.rate[t0:end]
         ticks = rate.size // tick
-        hot = self.hot[factor]
-        arrivals = self.weights[:, None] * np.stack([hot, 1.0 - hot], axis=1)  # (P, 2)
+        arrivals = self.arrivals(factor)
         per_task = job.task_rate(factor)
         tasks = np.array([1.0, factor - 1.0])
         throttle = min(1.0, job.partition_limit / (per_task * factor))
         spread = job.process_cv / np.sqrt(np.maximum(1.0, per_task * tick * tasks))
         noise = 1.0 + spread * self.rng.standard_normal((ticks, job.partitions, 2))
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
-        lag_records, lag_seconds, lag_end, processed = _queues(
-            np.ascontiguousarray(rate), arrivals, task_cap * tasks, lag0, down_s,
-            self.inverse_weights, tick)
-        return self._columns(factor, rate, lag_records, lag_seconds, lag_end, processed / tick, task_cap)
+        capacity = np.ascontiguousarray(task_cap * tasks)
+        if job.batch_seconds:
+            lag_records, lag_seconds, x_end, processed = _batches(
+                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
+                self.weights, job.batch_seconds, job.batch_overhead_s, job.trigger_s, job.run_ahead)
+        else:
+            lag_records, lag_seconds, x_end, processed = _fluid(
+                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
+        now = t0 + tick * np.arange(1, ticks + 1)
+        lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
+        ages = np.maximum(0.0, now[:, None] - self._arrived(x_end.min(axis=2)))
+        ages[lag_end.sum(axis=2) <= 1e-9] = 0.0
+        return self._columns(factor, rate, lag_records, lag_seconds, lag_end, x_end, ages,
+                             processed / tick, task_cap)
 
-    def _columns(self, factor, rate, lag_records, lag_seconds, lag_end, processed, task_cap) -> _Block:
+    def _arrived(self, x: np.ndarray) -> np.ndarray:
+        """When the record at each cumulative position arrived (vectorized `_arrived_at`)."""
+        i = np.clip(np.searchsorted(self.cum, x, side="right") - 1, 0, self.rate.size - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            within = np.where(self.rate[i] > 0, (x - self.cum[i]) / self.rate[i], 0.0)
+        return i + np.clip(within, 0.0, 1.0)
+
+    def _columns(self, factor, rate, lag_records, lag_seconds, lag_end, x_end, ages, processed,
+                 task_cap) -> _Block:
         """Every tick's observation columns at once; a tick then only slices rows."""
         names, partition, repeats, divisor = self._task_shape(factor)
         ticks = lag_end.shape[0]
-        input_rate = rate.reshape(ticks, self.tick).mean(axis=1)[:, None] * self.weights
+        input_rate = rate[: ticks * self.tick].reshape(ticks, self.tick).mean(axis=1)[:, None] * self.weights
         lag_p = lag_end.sum(axis=2)
         busy = np.minimum(1.0, processed / np.maximum(task_cap * divisor, 1e-9))
 
         def per_task(queues: np.ndarray) -> np.ndarray:
             return np.repeat(queues.reshape(ticks, -1), repeats, axis=1)
 
-        partition_columns = (lag_p, lag_p / np.maximum(input_rate, 1e-3), input_rate,
-                             processed.sum(axis=2))
+        partition_columns = (lag_p, ages, input_rate, processed.sum(axis=2))
         task_columns = (per_task(lag_end / divisor), per_task(processed / divisor),
                         per_task(1.0 / np.maximum(task_cap, 1e-9)), per_task(busy))
         return _Block(
             lag_records=lag_records,
             lag_seconds=lag_seconds,
-            lag_end=lag_end,
+            x_end=x_end,
             partition_columns=partition_columns,
             task_columns=task_columns,
             # Column sums for all ticks in one call each, handed to the stats as their totals.
@@ -163,7 +275,8 @@ class _Model:
                            dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
-            since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s)
+            since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
+            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty)
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:
@@ -183,7 +296,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     if tick_s < 1:
         raise ValueError(f"tick must be >= 1 s, not {tick_s!r}")
     guards = guards or Guards()
-    model = _Model(job, int(tick_s), seed)
+    model = _Model(job, int(tick_s), seed, workload.rate)
     tick = model.tick
     total = workload.seconds // tick * tick
     if total == 0:
@@ -191,14 +304,14 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(total), np.empty(total), np.empty(total, dtype=np.int32))
     factor = job.start_factor
-    lag = np.zeros((job.partitions, 2))
+    x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
     last_rescale, down_s = -math.inf, 0
     policy_state: Any = None
     guard_state = None
     t, block_ticks = 0, BLOCK_TICKS
     while t < total:
         end = min(total, t + block_ticks * tick)
-        block = model.block(workload.rate[t:end], factor, lag, down_s)
+        block = model.block(t, end, factor, x, down_s)
         kept, running = end - t, factor
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick
@@ -209,12 +322,15 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 continue
             run.rescales.append(Rescale(now, factor, decision.factor, decision.reason))
             kept = (k + 1) * tick
-            lag = block.lag_end[k]
+            # A new layout resumes every bucket from its partition's slowest position (the
+            # pipeline skips what faster buckets did; the oldest record is what lag measures).
+            active = np.where(model.arrivals(factor) > 0, block.x_end[k], np.inf)
+            x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)
             factor, last_rescale, down_s = decision.factor, now, int(job.restart_downtime_s)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:
-            lag = block.lag_end[-1]
+            x = block.x_end[-1]
             down_s = max(0, down_s - kept)
             block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]

