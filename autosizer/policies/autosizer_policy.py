@@ -85,7 +85,8 @@ class AutosizerPolicy:
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
         task_rate = obs.task_rate or last.task_rate
         capacity = obs.capacity(current, task_rate) if task_rate else 0.0
-        backlogged = _behind_s(obs) >= self.backlog_s
+        behind = _behind_s(obs)
+        backlogged = behind >= self.backlog_s
         throughput = obs.processed_rate if backlogged and obs.processed_rate > 0 else None
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
         if last.factor is not None and current != last.factor:
@@ -140,7 +141,7 @@ class AutosizerPolicy:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
-        elif lag > 0 and _behind_s(obs) > max(10.0, 2 * obs.restart_downtime_s):
+        elif lag > 0 and behind > max(10.0, 2 * obs.restart_downtime_s):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
             peak = max(forecast, max(rates))
@@ -193,7 +194,7 @@ class AutosizerPolicy:
         """The smallest factor whose measured capacity runs the forecast at target and drains the
         lag in time; if none can, the smallest that reaches (nearly) the most any factor can."""
         backlog = lag + forecast * obs.restart_downtime_s
-        capacities = [obs.capacity(f, task_rate) for f in FACTORS]
+        capacities = obs.capacities(task_rate).tolist()
         for factor, capacity in zip(FACTORS, capacities, strict=True):
             spare = capacity - forecast
             if capacity * self.target >= forecast and spare > 0 and backlog / spare <= self.catch_up:
@@ -205,7 +206,12 @@ class AutosizerPolicy:
 def _behind_s(obs: Observation) -> float:
     """The worst partition's lag in seconds (0 when unknown)."""
     seconds = obs.partitions.lag_seconds
-    return float(np.nanmax(seconds)) if len(seconds) and np.isfinite(seconds).any() else 0.0
+    if not len(seconds):
+        return 0.0
+    worst = float(seconds.max())
+    if math.isfinite(worst):
+        return worst
+    return float(np.nanmax(seconds)) if np.isfinite(seconds).any() else 0.0
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -21,6 +21,7 @@ import numpy as np
 from autosizer.elasticity import FACTORS, MAX_FACTOR, TopicPartition, validate_factor
 
 _add_reduce = np.add.reduce
+_SHARES: list[Any] = [None, None]  # the last hot-share table seen and its filled copy
 
 
 def _total(stats: PartitionStats | TaskStats, column: str) -> float:
@@ -118,6 +119,7 @@ class Observation:
     # each factor; NaN where unknown (even buckets are assumed there)
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def partition_count(self) -> int:
@@ -160,24 +162,47 @@ class Observation:
 
     def hot_share(self, factor: int) -> np.ndarray:
         """Per partition, the busiest bucket's share of its input at `factor` (1/factor unknown)."""
-        even = np.full(self.partition_count, 1.0 / factor)
-        if self.hot_shares is None or self.hot_shares.shape != (self.partition_count, len(FACTORS)):
-            return even
-        column = self.hot_shares[:, FACTORS.index(factor)]
-        return np.where(np.isfinite(column) & (column > 0), np.maximum(column, 1.0 / factor), even)
+        return self._shares()[:, FACTORS.index(factor)]
+
+    def _shares(self) -> np.ndarray:
+        """(partitions, len(FACTORS)) hot shares, unknown ones filled with even buckets."""
+        found = self.cache.get("shares")
+        table = self.hot_shares
+        if found is None and table is not None and _SHARES[0] is table:
+            found = self.cache["shares"] = _SHARES[1]  # a replay hands the same table every tick
+        if found is None:
+            even = np.broadcast_to(1.0 / np.asarray(FACTORS, dtype=np.float64), (self.partition_count, len(FACTORS)))
+            table = self.hot_shares
+            if table is None or table.shape != even.shape:
+                found = np.array(even)
+            else:
+                known = np.isfinite(table) & (table > 0)
+                found = np.where(known, np.maximum(np.where(known, table, 0.0), even), even)
+                _SHARES[:] = [table, found]
+            self.cache["shares"] = found
+        return found
+
+    def capacities(self, task_rate: float) -> np.ndarray:
+        """`capacity` at every factor in FACTORS, at once (a policy compares them all)."""
+        key = ("capacities", task_rate)
+        found = self.cache.get(key)
+        if found is None:
+            inputs = self.partitions.input_rate
+            total = float(inputs.sum()) if np.all(np.isfinite(inputs)) else 0.0
+            weights = inputs / total if total > 0 else np.full(self.partition_count, 1.0 / max(1, self.partition_count))
+            if not self.partition_count or not (weights > 0).any():
+                found = np.zeros(len(FACTORS))
+            else:
+                busiest = (weights[:, None] * self._shares()).max(axis=0)
+                found = self.duty * task_rate / busiest
+            self.cache[key] = found
+        return found
 
     def capacity(self, factor: int, task_rate: float) -> float:
         """Records/s the job can take at `factor` in key order: per partition the busiest bucket
         saturates first (`task_rate / hot share`), the partition that fills first at today's input
         mix caps the job, and the batch overhead takes its share of the time."""
-        share = self.hot_share(factor)
-        inputs = self.partitions.input_rate
-        total = float(inputs.sum()) if np.all(np.isfinite(inputs)) else 0.0
-        weights = inputs / total if total > 0 else np.full(self.partition_count, 1.0 / max(1, self.partition_count))
-        used = weights > 0
-        if not used.any():
-            return 0.0
-        return self.duty * task_rate * float(np.min(1.0 / (weights[used] * share[used])))
+        return float(self.capacities(task_rate)[FACTORS.index(factor)])
 
     def problems(self) -> list[str]:
         """Why this observation cannot be trusted (empty when it can)."""
