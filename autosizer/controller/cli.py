@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate_arguments(simulate)
     simulate.set_defaults(run=simulate_run)
+    fit = groups.add_parser("fit", help="fit the simulator's job model to a real run in Prometheus")
+    from autosizer.simulator.cli import add_fit_arguments, run_fit
+
+    add_fit_arguments(fit)
+    fit.set_defaults(run=run_fit)
     from autosizer.controller.commands import add_commands
 
     add_commands(groups, common, _Parser)

@@ -171,6 +171,7 @@ class PipelineAgent:
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
+        self._drained_at: float | None = None  # a drain's start, until the next batch commits
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
@@ -354,6 +355,7 @@ class PipelineAgent:
             self._heartbeat()
             return
         began = time.perf_counter()
+        self._drained_at = began
         self._pause()
         self._heartbeat()
         log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation,
@@ -466,6 +468,9 @@ class PipelineAgent:
             self.admission.observe_cycle(committed_at - self._last_commit,
                                          max(s.seconds for s in slots.values()))
         self._last_commit = committed_at
+        if self._drained_at is not None:  # the first commit after a drain: the restart's cost
+            self.metrics.restarted(committed_at - self._drained_at)
+            self._drained_at = None
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)

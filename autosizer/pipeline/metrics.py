@@ -32,6 +32,7 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            factor (every power of two: what a
                                                            rescale would buy)
   autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
+  autosizer_pipeline_restart_seconds                       last drain to the next committed batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
   autosizer_pipeline_capacity                              records/s the job can take in key order,
                                                            fixed cost included
@@ -98,6 +99,7 @@ class PipelineMetrics(Collector):
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
         self.deadline_s: float | None = None
+        self.restart_s: float | None = None
 
     # --- updates from the agent ----------------------------------------------------------------
 
@@ -140,6 +142,11 @@ class PipelineMetrics(Collector):
                         current[i] += count
             self.busy = {t: min(1.0, ns / wall_ns[t]) if wall_ns.get(t) else 0.0 for t, ns in busy.items()}
             self.positions = dict(positions)
+
+    def restarted(self, seconds: float) -> None:
+        """A drain's start to the next committed batch: what a rescale cost in processing."""
+        with self._lock:
+            self.restart_s = seconds
 
     def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float]) -> None:
         with self._lock:
@@ -284,6 +291,10 @@ class PipelineMetrics(Collector):
         if self.deadline_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_batch_deadline_seconds",
                                     "A batch's time budget (--batch-seconds)", value=self.deadline_s)
+        if self.restart_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_restart_seconds",
+                                    "Last drain to the next committed batch (a rescale's downtime)",
+                                    value=self.restart_s)
         if self.overhead_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
                                     "A saturated batch's fixed cost outside its tasks' work",

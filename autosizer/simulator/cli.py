@@ -123,3 +123,29 @@ def run(args: argparse.Namespace) -> None:
     if args.plot:
         report.plot(runs, args.plot, args.slo, title=f"{name}, {job.partitions} partitions")
         sys.stdout.write(f"plot: {args.plot}\n")
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus", required=True, help="Prometheus URL that scraped the pipeline")
+    parser.add_argument("--start", required=True, help="the run's start: epoch seconds or ISO 8601")
+    parser.add_argument("--end", required=True, help="the run's end: epoch seconds or ISO 8601")
+    parser.add_argument("--selector", default="", help='label matchers, e.g. job="orders"')
+    parser.add_argument("--window", default="10s", help="rate window for the input (default 10s)")
+    parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
+
+
+def run_fit(args: argparse.Namespace) -> None:
+    from autosizer.simulator.fit import fetch, fitted_run, write_trace
+    from autosizer.simulator.workloads import _when
+
+    start, end = _when(args.start).timestamp(), _when(args.end).timestamp()
+    if not end > start:
+        raise ValueError(f"--end {args.end} must be after --start {args.start}")
+    if not args.out.endswith(".toml"):
+        raise ValueError(f"--out {args.out!r} must end in .toml (the load is written beside it as .csv)")
+    fitted = fitted_run(fetch(args.prometheus, start, end, args.selector, args.window), start, end)
+    path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
+    job = fitted.job
+    sys.stdout.write(f"{path}: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
+                     f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s, restart "
+                     f"{job.restart_downtime_s:.1f} s, {fitted.load.seconds} s of load\n")

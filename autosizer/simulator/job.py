@@ -55,6 +55,10 @@ class JobModel:
     batch_overhead_s: float = 0.6
     trigger_s: float = 1.0
     run_ahead: float = 1.5
+    # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
+    # input, and per partition and factor in FACTORS the busiest bucket's share of it.
+    partition_weights: tuple[float, ...] = ()
+    hot_share_table_measured: tuple[tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
         checks = {
@@ -75,6 +79,16 @@ class JobModel:
             if not ok or not math.isfinite(float(getattr(self, name))) and name != "partition_limit":
                 raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
         validate_factor(self.start_factor)
+        weights, table = self.partition_weights, self.hot_share_table_measured
+        if weights and (len(weights) != self.partitions or not all(
+                math.isfinite(w) and w >= 0 for w in weights) or not sum(weights) > 0):
+            raise ValueError(f"job setting partition_weights needs {self.partitions} finite shares "
+                             f">= 0 with a positive sum, not {weights!r}")
+        if table and (len(table) != self.partitions or any(
+                len(row) != len(FACTORS) or not all(math.isfinite(v) and 0 < v <= 1 for v in row)
+                for row in table)):
+            raise ValueError(f"job setting hot_share_table_measured needs {self.partitions} rows of "
+                             f"{len(FACTORS)} shares in (0, 1], one per factor 1..1024")
 
     @cached_property
     def _keys(self) -> tuple[np.ndarray, np.ndarray]:
@@ -93,11 +107,17 @@ class JobModel:
     @cached_property
     def weights(self) -> np.ndarray:
         """Each partition's share of the topic's input."""
+        if self.partition_weights:
+            weights = np.asarray(self.partition_weights, dtype=np.float64)
+            return weights / weights.sum()
         return np.bincount(self._partition_of_key, self._keys[0], self.partitions)
 
     @cached_property
     def hot_shares(self) -> dict[int, np.ndarray]:
         """Per factor: each partition's largest bucket share, hot key included."""
+        if self.hot_share_table_measured:
+            table = np.asarray(self.hot_share_table_measured, dtype=np.float64)
+            return {f: np.maximum(table[:, i], 1.0 / f) for i, f in enumerate(FACTORS)}
         weights, hashes = self._keys
         part = self._partition_of_key
         within = weights / self.weights[part]

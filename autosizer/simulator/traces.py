@@ -43,6 +43,11 @@ def load_trace(name_or_path: str) -> Trace:
     except (tomllib.TOMLDecodeError, KeyError) as exc:
         raise ValueError(f"{path}: {exc}; a trace needs a [workload] table with a kind") from None
     skew = KeySkew(**job.pop("skew", {}))
+    for name in ("partition_weights", "hot_share_table_measured"):  # TOML arrays are lists
+        if isinstance(job.get(name), list):
+            job[name] = tuple(tuple(v) if isinstance(v, list) else v for v in job[name])
+    if spec.get("kind") == "csv" and "path" in spec and not Path(str(spec["path"])).is_absolute():
+        spec["path"] = str(path.parent / str(spec["path"]))  # beside the trace, not the cwd
     try:
         model = JobModel(**job, skew=skew)
     except TypeError as exc:

@@ -1,0 +1,188 @@
+"""Fit: the job model of a real run, from the pipeline's own series in Prometheus.
+
+The simulator is only worth trusting when it describes the job that really ran, so its parameters
+are read back from what the pipeline measured, not guessed: one task's saturated rate (so the time
+per record, framework cost included), the busiest bucket's share at every factor, each partition's
+share of the input, a batch's deadline and fixed cost, and what a restart cost. The load itself is
+the input rate the run saw. `fit_job` is pure (series in, `JobModel` out); `fetch` does the range
+queries; `write_trace` writes a trace (TOML and the load as CSV) that `autosizer simulate --trace`
+replays.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autosizer.elasticity import FACTORS
+from autosizer.simulator.job import JobModel
+from autosizer.simulator.workloads import Workload
+
+Labels = Mapping[str, str]
+Series = list[tuple[Labels, list[tuple[float, float]]]]  # per series: labels, (time, value) points
+
+FIT_QUERIES: dict[str, str] = {
+    "input_rate": "max by (topic, partition) (rate(autosizer_pipeline_high_watermark{$selector}[$window]))",
+    "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
+    "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
+    "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
+    "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
+    "factor": "max(autosizer_pipeline_factor{$selector})",
+    "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Fitted:
+    """A run read back: the job model, the load it saw, and its lag and factor (1 s apart)."""
+
+    job: JobModel
+    load: Workload
+    lag_seconds: np.ndarray
+    factor: np.ndarray
+
+
+def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:
+    """The job model these series describe; what they do not say keeps `base`'s value."""
+    base = base or JobModel()
+    partitions = sorted({_partition(labels) for labels, _ in series.get("input_rate", ())} - {None})
+    if not partitions:
+        raise ValueError("no input rate series: is Prometheus scraping the pipeline's /metrics?")
+    index = {p: i for i, p in enumerate(partitions)}
+    settings: dict[str, Any] = {"partitions": len(partitions)}
+    weights = np.zeros(len(partitions))
+    for labels, points in series["input_rate"]:
+        values = [v for _, v in points if math.isfinite(v)]
+        if values:
+            weights[index[_partition(labels)]] = float(np.mean(values))  # type: ignore[index]
+    if weights.sum() > 0:
+        settings["partition_weights"] = tuple(float(w) for w in weights)
+    rate = _median(series.get("saturated_rate", ()))
+    if rate:
+        settings["process_seconds"] = 1.0 / rate
+    table = np.full((len(partitions), len(FACTORS)), np.nan)
+    for labels, points in series.get("hot_share", ()):
+        i, factor = index.get(_partition(labels)), labels.get("factor", "")  # type: ignore[arg-type]
+        last = [v for _, v in points if math.isfinite(v) and 0 < v <= 1]
+        if i is not None and factor.isdigit() and int(factor) in FACTORS and last:
+            table[i, FACTORS.index(int(factor))] = last[-1]
+    if np.isfinite(table).all():
+        settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
+    for name, key in (("batch_seconds", "deadline"), ("batch_overhead_s", "overhead"),
+                      ("restart_downtime_s", "restart")):
+        value = _median(series.get(key, ()))
+        if value is not None:
+            settings[name] = value
+    first = _points(series.get("factor", ()))
+    if first:
+        settings["start_factor"] = int(first[0][1])
+    return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
+
+
+def fitted_run(series: Mapping[str, Series], start: float, end: float,
+               base: JobModel | None = None) -> Fitted:
+    """The model, and the run's load, worst lag and factor resampled to 1 s over [start, end]."""
+    seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
+    load = np.zeros(seconds.size)
+    for _, points in series.get("input_rate", ()):
+        load += _resample(points, start, seconds)
+    return Fitted(fit_job(series, base), Workload("recorded", np.maximum(load, 0.0)),
+                  _resample(_points(series.get("lag_seconds", ())), start, seconds),
+                  np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32))
+
+
+def fetch(url: str, start: float, end: float, selector: str = "", window: str = "10s",
+          step_s: float = 1.0) -> dict[str, Series]:
+    """Range queries for FIT_QUERIES over [start, end] (epoch seconds)."""
+    from datetime import UTC, datetime
+    from string import Template
+
+    from prometheus_api_client import PrometheusConnect
+
+    client = PrometheusConnect(url=url, disable_ssl=True)
+    found: dict[str, Series] = {}
+    for name, query in FIT_QUERIES.items():
+        text = Template(query).safe_substitute(selector=selector, window=window)
+        try:
+            result = client.custom_query_range(
+                text, start_time=datetime.fromtimestamp(start, tz=UTC),
+                end_time=datetime.fromtimestamp(end, tz=UTC), step=f"{step_s:g}s")
+        except Exception as exc:  # requests' and the client's own errors
+            raise ValueError(f"Prometheus range query {name} at {url} failed ({exc}); check the URL") from None
+        found[name] = [(r.get("metric", {}), [(float(t), _number(v)) for t, v in r.get("values", ())])
+                       for r in result]
+    return found
+
+
+def write_trace(fitted: Fitted, path: str | Path, description: str = "fitted from a real run") -> Path:
+    """A trace file (and the load as `<name>.csv` beside it) that `simulate --trace` replays."""
+    path = Path(path)
+    csv_path = path.with_suffix(".csv")
+    csv_path.write_text("time,rate\n" + "".join(f"{t},{r:.3f}\n" for t, r in enumerate(fitted.load.rate)))
+    job = fitted.job
+    lines = [f"description = {_toml(description)}", "", "[workload]", 'kind = "csv"',
+             f"path = {_toml(csv_path.name)}", "", "[job]"]
+    defaults = JobModel()
+    for f in fields(job):
+        value = getattr(job, f.name)
+        if f.name != "skew" and value != getattr(defaults, f.name):
+            lines.append(f"{f.name} = {_toml(value)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def _partition(labels: Labels) -> tuple[str, int] | None:
+    try:
+        return labels.get("topic", ""), int(labels["partition"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _points(series: Series | Sequence[Any]) -> list[tuple[float, float]]:
+    """The finite points of every series, merged in time order."""
+    return sorted((t, v) for _, points in series for t, v in points if math.isfinite(v))
+
+
+def _median(series: Series | Sequence[Any]) -> float | None:
+    values = [v for _, v in _points(series) if v > 0]
+    return statistics.median(values) if values else None
+
+
+def _resample(points: list[tuple[float, float]], start: float, seconds: np.ndarray,
+              step: bool = False) -> np.ndarray:
+    """Values at start + seconds: linear between points (or the last value, for a step series),
+    0 where the run had no sample yet."""
+    if not points:
+        return np.zeros(seconds.size)
+    times = np.array([t - start for t, _ in points])
+    values = np.array([v for _, v in points])
+    if step:
+        at = np.searchsorted(times, seconds, side="right") - 1
+        return np.where(at >= 0, values[np.maximum(at, 0)], values[0])
+    return np.interp(seconds, times, values, left=0.0, right=values[-1])
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,74 @@
+"""Fitting the simulator's job model to a run's series, and replaying the trace it writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosizer.elasticity import FACTORS
+from autosizer.simulator.fit import fit_job, fitted_run, write_trace
+from autosizer.simulator.traces import load_trace
+
+START = 1_700_000_000.0
+
+
+def run_series(shares=(0.5, 0.3, 0.2, 0.12)):
+    """Two partitions, 60 s: input 300/s and 100/s, tasks at 95-105/s, a 3 s deadline with about
+    0.5 s of fixed cost, one restart that took 1.2 s, factor 1 then 2."""
+    t = [START + i for i in range(61)]
+    hot = []
+    for p in (0, 1):
+        for i, f in enumerate(FACTORS):
+            share = shares[i] if i < len(shares) else max(1 / f, shares[-1] / 2)
+            hot.append(({"topic": "orders", "partition": str(p), "factor": str(f)}, [(t[-1], share)]))
+    return {
+        "input_rate": [({"topic": "orders", "partition": "0"}, [(x, 300.0) for x in t]),
+                       ({"topic": "orders", "partition": "1"}, [(x, 100.0) for x in t])],
+        "saturated_rate": [({}, [(x, 95.0 + (i % 3) * 5) for i, x in enumerate(t)])],
+        "hot_share": hot,
+        "deadline": [({}, [(x, 3.0) for x in t])],
+        "overhead": [({}, [(x, 0.5 + (i % 2) * 0.1) for i, x in enumerate(t)])],
+        "restart": [({}, [(x, 1.2) for x in t[30:]])],
+        "factor": [({}, [(x, 1.0 if x < START + 30 else 2.0) for x in t])],
+        "lag_seconds": [({}, [(x, float(i % 5)) for i, x in enumerate(t)])],
+    }
+
+
+def test_the_job_model_is_what_the_run_measured():
+    job = fit_job(run_series())
+    assert job.partitions == 2 and job.start_factor == 1
+    assert job.process_seconds == pytest.approx(1 / 100)  # the median task: 100/s
+    assert list(job.weights) == pytest.approx([0.75, 0.25])
+    assert job.batch_seconds == 3.0 and job.batch_overhead_s == pytest.approx(0.5)  # the median
+    assert job.restart_downtime_s == pytest.approx(1.2)
+    assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.12)
+    assert job.duty == pytest.approx(3 / 3.5)
+
+
+def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
+    series = run_series()
+    for name in ("hot_share", "overhead", "restart"):
+        series[name] = []
+    job = fit_job(series)
+    assert not job.hot_share_table_measured and job.batch_overhead_s == 0.6 and job.restart_downtime_s == 5.0
+    with pytest.raises(ValueError, match="no input rate series"):
+        fit_job({"input_rate": []})
+
+
+def test_the_written_trace_replays_the_same_job_and_load(tmp_path):
+    fitted = fitted_run(run_series(), START, START + 60)
+    assert fitted.load.seconds == 61 and np.allclose(fitted.load.rate, 400)
+    assert fitted.factor[0] == 1 and fitted.factor[-1] == 2 and fitted.lag_seconds.max() == 4
+    path = write_trace(fitted, tmp_path / "run.toml")
+    trace = load_trace(str(path))  # the CSV path is relative to the trace file, not the cwd
+    assert trace.job == fitted.job
+    assert np.allclose(trace.workload.rate, fitted.load.rate)
+
+
+def test_a_measured_table_of_the_wrong_shape_is_refused():
+    from autosizer.simulator.job import JobModel
+
+    with pytest.raises(ValueError, match="hot_share_table_measured needs 2 rows"):
+        JobModel(partitions=2, hot_share_table_measured=((0.5,) * len(FACTORS),))
+    with pytest.raises(ValueError, match="partition_weights needs 2"):
+        JobModel(partitions=2, partition_weights=(1.0, float("nan")))
