@@ -12,7 +12,7 @@ from autosizer.simulator.traces import load_trace
 START = 1_700_000_000.0
 
 
-def run_series(shares=(0.5, 0.3, 0.2, 0.12)):
+def run_series(shares=(0.5, 0.3, 0.2, 0.15)):
     """Two partitions, 60 s: input 300/s and 100/s, tasks at 95-105/s, a 3 s deadline with about
     0.5 s of fixed cost, one restart that took 1.2 s, factor 1 then 2."""
     t = [START + i for i in range(61)]
@@ -41,7 +41,7 @@ def test_the_job_model_is_what_the_run_measured():
     assert list(job.weights) == pytest.approx([0.75, 0.25])
     assert job.batch_seconds == 3.0 and job.batch_overhead_s == pytest.approx(0.5)  # the median
     assert job.restart_downtime_s == pytest.approx(1.2)
-    assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.12)
+    assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.15)
     assert job.duty == pytest.approx(3 / 3.5)
 
 
