@@ -19,6 +19,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -76,6 +78,12 @@ def main() -> None:
                         help=f"seconds to run (default 240; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s)")
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
     args = parser.parse_args()
+    run(args.duration, Path(args.png))
+
+
+def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None) -> bool:
+    """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
+    hook). True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -93,7 +101,7 @@ def main() -> None:
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,
              "--bootstrap", broker.bootstrap, "--sink", f"file:{workdir / 'enriched'}",
-             "--master", "local[2]", "--metrics-port", str(metrics_port)],  # default batches
+             "--master", "local[2]", "--metrics-port", str(metrics_port)],  # only the required flags
             cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_LOOKUP_MS": "10"},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )
@@ -102,6 +110,7 @@ def main() -> None:
         runner = threading.Thread(target=daemon.run, name="daemon", daemon=True)
         probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")
         timeline: list[dict] = []
+        began = time.time()
         try:
             print("starting Spark (about 20 s)...")
             load.start()
@@ -110,10 +119,12 @@ def main() -> None:
                     raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
                 time.sleep(0.5)
             runner.start()
-            watch(store, load, probe, args.duration, timeline)
+            began = time.time()
+            watch(store, load, probe, duration, timeline)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
+            ended = time.time()
             total = load.finish() if load.is_alive() else load.sent
             daemon.stopping.set()
             if runner.is_alive():
@@ -128,8 +139,23 @@ def main() -> None:
         check_orders(read_committed(workdir / "enriched"), total)
         kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
         print(verdict)
-        plot(timeline, Path(args.png))
+        if png is not None:
+            plot(timeline, png)
+        if after is not None:
+            after(Finished(prometheus.url, began, ended, config_path, timeline))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
+    return kept_up
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished demo run, for a caller that reads its series back."""
+
+    prometheus_url: str
+    started: float  # epoch seconds when the watched run (and the step's clock) began
+    ended: float
+    config_path: Path
+    timeline: list[dict]
 
 
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,

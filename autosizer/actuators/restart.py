@@ -119,7 +119,10 @@ class RestartActuator:
                         f"{self.verify_timeout:.0f}s"), self._downtime(entry)
             time.sleep(0.2)
         downtime = self._downtime(entry)
-        if entry.rollback or self.verify_window <= 0 or entry.lag_before is None:
+        if (entry.rollback or self.verify_window <= 0 or entry.lag_before is None
+                or entry.to_factor > entry.from_factor):
+            # A scale-up cannot make the backlog grow faster; the policy judges whether it
+            # helped. Watching its lag would only keep the daemon from its next tick.
             return None, downtime
         first = self.context.lag()
         time.sleep(self.verify_window)

@@ -1,0 +1,75 @@
+"""Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
+
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240]
+
+It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
+daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
+then reads the run back from Prometheus: `autosizer fit`'s model of the job and the load it saw.
+The simulator replays that load through the same policy and guards, at the daemon's tick, from
+the same start factor. Printed side by side: the lag integral (seconds of lag, summed over the
+run) and the peak lag, real and simulated, and their ratios (goal: both within 20%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autosizer.controller.config import load_config  # noqa: E402
+from autosizer.policies import load_policy  # noqa: E402
+from autosizer.simulator.engine import simulate  # noqa: E402
+from autosizer.simulator.fit import fetch, fitted_run  # noqa: E402
+from examples import demo  # noqa: E402
+
+
+LOAD_WINDOW = "3s"
+
+
+def compare(finished: demo.Finished) -> None:
+    config = load_config(finished.config_path)
+    start, end = finished.started, finished.ended
+    # The load is read back over a 3 s window (scrapes are 1 s apart): the daemon's own 10 s
+    # window would replay a step smeared over 10 s, and the simulated daemon smooths it again.
+    fitted = fitted_run(fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW), start, end)
+    job = fitted.job
+    print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
+          f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
+          f"{job.restart_downtime_s:.2f} s, start factor {job.start_factor}, busiest bucket at F=8 "
+          f"{job.hot_shares[8].max():.1%}")
+    policy = load_policy(config.policy.name, dict(config.policy.settings))
+    run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)))
+    seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
+    real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
+    print(f"\n{'':22} {'real':>10} {'simulated':>10} {'sim / real':>11}")
+    for name, r, s in (("lag integral (s x s)", real.sum(), sim.sum()), ("peak lag (s)", real.max(), sim.max()),
+                       ("seconds over 10 s", float((real > 10).sum()), float((sim > 10).sum()))):
+        print(f"{name:22} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
+    print(f"factor path, real:      {_path(fitted.factor[:seconds])}")
+    print(f"factor path, simulated: {_path(run.factor[:seconds])} "
+          f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
+    goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
+    print(f"goal (both ratios within 20%): {'met' if goal else 'missed'}")
+
+
+def _path(factors: np.ndarray) -> str:
+    path = [int(factors[0])]
+    for f in factors[1:]:
+        if f != path[-1]:
+            path.append(int(f))
+    return " -> ".join(map(str, path))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=240, help="seconds of the real run (default 240)")
+    args = parser.parse_args()
+    demo.run(args.duration, None, after=compare)
+
+
+if __name__ == "__main__":
+    main()
