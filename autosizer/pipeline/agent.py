@@ -171,7 +171,8 @@ class PipelineAgent:
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
-        self._drained_at: float | None = None  # a drain's start, until the next batch commits
+        # a drain's start and the generation it drained, until a newer generation's first batch
+        self._drained_at: tuple[float, int] | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
@@ -355,7 +356,7 @@ class PipelineAgent:
             self._heartbeat()
             return
         began = time.perf_counter()
-        self._drained_at = began
+        self._drained_at = (began, self.layout.generation)
         self._pause()
         self._heartbeat()
         log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation,
@@ -415,6 +416,10 @@ class PipelineAgent:
         began = time.perf_counter()
         batch = self._committed_batch + 1
         sink.prepare(generation, batch)
+        if self._drained_at is not None and generation > self._drained_at[1]:
+            # The first batch of a newer generation: processing stopped from the drain to now.
+            self.metrics.restarted(began - self._drained_at[0])
+            self._drained_at = None
         budget = self.config.batch_seconds
         drain_requested = _drain_probe(self.config.redis_url, self.config.job)
 
@@ -468,9 +473,6 @@ class PipelineAgent:
             self.admission.observe_cycle(committed_at - self._last_commit,
                                          max(s.seconds for s in slots.values()))
         self._last_commit = committed_at
-        if self._drained_at is not None:  # the first commit after a drain: the restart's cost
-            self.metrics.restarted(committed_at - self._drained_at)
-            self._drained_at = None
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)

@@ -32,7 +32,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            factor (every power of two: what a
                                                            rescale would buy)
   autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
-  autosizer_pipeline_restart_seconds                       last drain to the next committed batch
+  autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
+                                                           generation's first batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
   autosizer_pipeline_capacity                              records/s the job can take in key order,
                                                            fixed cost included
@@ -144,7 +145,7 @@ class PipelineMetrics(Collector):
             self.positions = dict(positions)
 
     def restarted(self, seconds: float) -> None:
-        """A drain's start to the next committed batch: what a rescale cost in processing."""
+        """A drain's start to the first batch of the next generation: processing stopped that long."""
         with self._lock:
             self.restart_s = seconds
 
@@ -293,7 +294,7 @@ class PipelineMetrics(Collector):
                                     "A batch's time budget (--batch-seconds)", value=self.deadline_s)
         if self.restart_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_restart_seconds",
-                                    "Last drain to the next committed batch (a rescale's downtime)",
+                                    "Last drain to the next generation's first batch (a rescale's downtime)",
                                     value=self.restart_s)
         if self.overhead_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",

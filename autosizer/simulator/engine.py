@@ -315,7 +315,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
         kept, running = end - t, factor
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick
-            observation = model.observe(block, k, factor, now, now - last_rescale)
+            observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
             wish, policy_state = policy.decide(observation, policy_state)
             decision, guard_state = guards.apply(observation, wish, guard_state)
             if decision.factor == factor:
@@ -326,7 +326,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # pipeline skips what faster buckets did; the oldest record is what lag measures).
             active = np.where(model.arrivals(factor) > 0, block.x_end[k], np.inf)
             x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)
-            factor, last_rescale, down_s = decision.factor, now, int(job.restart_downtime_s)
+            # The daemon records a rescale when the new generation commits its first batch; its
+            # cooldown and the policy's settle time count from then.
+            factor, down_s = decision.factor, int(job.restart_downtime_s)
+            last_rescale = now + job.actuation_s
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

@@ -166,5 +166,12 @@ class JobModel:
         pipeline exports it (`autosizer_pipeline_hot_share`)."""
         return np.stack([self.hot_shares[f] for f in FACTORS], axis=1)
 
+    @property
+    def actuation_s(self) -> float:
+        """A rescale's decision to its first committed batch, when the daemon records it: the
+        processing stop plus one batch cycle."""
+        cycle = self.batch_seconds + self.batch_overhead_s if self.batch_seconds else 0.0
+        return self.restart_downtime_s + cycle
+
     def slots(self, factor: int) -> int:
         return math.ceil(self.partitions * factor / self.tasks_per_slot)

@@ -68,3 +68,38 @@ def test_a_generation_that_never_commits_is_rolled_back(redis_server, job, tmp_p
         assert journal.open() is None and journal.history(1)[0].result == "rolled_back"
     finally:
         submit.stop(store.current_generation())
+
+
+# A driver that runs whatever factor the layout has: it commits a first batch of each generation.
+EVERY_FACTOR = textwrap.dedent("""
+    import signal, sys, time
+    from autosizer.elasticity.store import MetadataStore
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    store = MetadataStore(sys.argv[1], sys.argv[2])
+    store.commit(store.layout().generation, {}, batch=1)
+    while True:
+        time.sleep(1)
+""")
+
+
+@pytest.mark.parametrize("old,new,watched", [(1, 4, False), (4, 1, True)])
+def test_only_a_scale_down_is_watched_for_lag_growth(redis_server, job, tmp_path, old, new, watched):
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=old))
+    script = tmp_path / "driver.py"
+    script.write_text(EVERY_FACTOR)
+    readings: list[int] = []
+    lease = LeaderLease(store, ttl_s=30)
+    assert lease.try_acquire()
+    journal = ActuationJournal(store, lease.holder)
+    context = ActuatorContext(store, journal, lag=lambda: readings.append(1) or 100.0)
+    submit = load_actuator("spark-submit", context, {
+        "command": [sys.executable, str(script), redis_server.url, job],
+        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
+        "verify_timeout_s": 20.0, "verify_window_s": 0.5})
+    try:
+        outcome = submit.act(Plan(1, old, new, "test", lag_before=100.0, input_rate=10.0))
+        assert (outcome.result, outcome.factor) == ("done", new)
+        assert bool(readings) == watched  # a scale-up's lag is the policy's to judge
+    finally:
+        submit.stop(store.current_generation())
