@@ -26,7 +26,6 @@ from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import fetch, fitted_run  # noqa: E402
 from examples import demo  # noqa: E402
 
-
 LOAD_WINDOW = "3s"
 
 
