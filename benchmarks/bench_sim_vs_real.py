@@ -13,6 +13,7 @@ run) and the peak lag, real and simulated, and their ratios (goal: both within 2
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -29,12 +30,21 @@ from examples import demo  # noqa: E402
 LOAD_WINDOW = "3s"
 
 
-def compare(finished: demo.Finished) -> None:
-    config = load_config(finished.config_path)
+def compare(finished: demo.Finished, save: Path | None = None) -> None:
     start, end = finished.started, finished.ended
     # The load is read back over a 3 s window (scrapes are 1 s apart): the daemon's own 10 s
     # window would replay a step smeared over 10 s, and the simulated daemon smooths it again.
-    fitted = fitted_run(fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW), start, end)
+    series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW)
+    if save is not None:
+        save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
+                                    "series": series}))
+        print(f"series saved to {save} (replay with --replay {save})")
+    replay(series, start, end, finished.config_path)
+
+
+def replay(series: dict, start: float, end: float, config_path: Path) -> None:
+    config = load_config(config_path)
+    fitted = fitted_run(series, start, end)
     job = fitted.job
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
@@ -44,10 +54,15 @@ def compare(finished: demo.Finished) -> None:
     run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)))
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
-    print(f"\n{'':22} {'real':>10} {'simulated':>10} {'sim / real':>11}")
-    for name, r, s in (("lag integral (s x s)", real.sum(), sim.sum()), ("peak lag (s)", real.max(), sim.max()),
-                       ("seconds over 10 s", float((real > 10).sum()), float((sim > 10).sum()))):
-        print(f"{name:22} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
+    print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
+    step_at, step_end = int(demo.STEP_AT), int(demo.STEP_AT + demo.STEP_S)
+    rows = [("lag integral (s x s)", real.sum(), sim.sum()), ("peak lag (s)", real.max(), sim.max()),
+            ("seconds over 10 s", float((real > 10).sum()), float((sim > 10).sum())),
+            ("  integral, before step", real[:step_at].sum(), sim[:step_at].sum()),
+            ("  integral, the step", real[step_at:step_end].sum(), sim[step_at:step_end].sum()),
+            ("  integral, after it", real[step_end:].sum(), sim[step_end:].sum())]
+    for name, r, s in rows:
+        print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
     print(f"factor path, real:      {_path(fitted.factor[:seconds])}")
     print(f"factor path, simulated: {_path(run.factor[:seconds])} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
@@ -66,8 +81,16 @@ def _path(factors: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=240, help="seconds of the real run (default 240)")
+    parser.add_argument("--save", type=Path, help="also save the run's series here (JSON)")
+    parser.add_argument("--replay", type=Path, help="no real run: compare against series saved by --save")
     args = parser.parse_args()
-    demo.run(args.duration, None, after=compare)
+    if args.replay:
+        saved = json.loads(args.replay.read_text())
+        config = args.replay.with_suffix(".toml")
+        config.write_text(saved["config"])
+        replay(saved["series"], saved["start"], saved["end"], config)
+        return
+    demo.run(args.duration, None, after=lambda finished: compare(finished, args.save))
 
 
 if __name__ == "__main__":

@@ -77,11 +77,17 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=240,
                         help=f"seconds to run (default 240; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s)")
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
+    parser.add_argument("--cpu-ms", type=float, default=0.0,
+                        help="make the work CPU-bound: this much CPU per record instead of the 10 ms "
+                             "lookup (shows a scale-up judged on measured throughput)")
     args = parser.parse_args()
-    run(args.duration, Path(args.png))
+    if not (0 <= args.cpu_ms < 1000):
+        parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
+    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms)
 
 
-def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None) -> bool:
+def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
+        cpu_ms: float = 0.0) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook). True when the job kept up with the step."""
     configure_logging(level="warning")
@@ -102,7 +108,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,
              "--bootstrap", broker.bootstrap, "--sink", f"file:{workdir / 'enriched'}",
              "--master", "local[2]", "--metrics-port", str(metrics_port)],  # only the required flags
-            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_LOOKUP_MS": "10"},
+            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                           "ENRICH_LOOKUP_MS": "0" if cpu_ms else "10", "ENRICH_CPU_MS": str(cpu_ms)},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )
         load = StepLoad(broker, "orders", PARTITIONS, rate=LOW, json_values=True)
@@ -139,6 +146,9 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         check_orders(read_committed(workdir / "enriched"), total)
         kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
         print(verdict)
+        for decision in DecisionJournal(store).last(500):
+            if "measured" in decision["reason"] and "scale-up" in decision["reason"]:
+                print(f"judged: {decision['reason']}")
         if png is not None:
             plot(timeline, png)
         if after is not None:
