@@ -125,6 +125,11 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                 if pipeline.poll() is not None:
                     raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
                 time.sleep(0.5)
+            # The load ran while Spark started: let the job clear that backlog first, so the
+            # watched run (and the step's clock) starts from a job that keeps up.
+            settle = time.monotonic() + 60
+            while _lag(probe) > 2 * LOW and time.monotonic() < settle:
+                time.sleep(0.5)
             runner.start()
             began = time.time()
             watch(store, load, probe, duration, timeline)
@@ -166,6 +171,12 @@ class Finished:
     ended: float
     config_path: Path
     timeline: list[dict]
+
+
+def _lag(probe: PrometheusCollector) -> float:
+    """Records behind over all partitions, as Prometheus has them (inf while it has none)."""
+    values = [v for _, v in probe.collect().series.get("lag_records", ())]
+    return sum(values) if values else float("inf")
 
 
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
