@@ -104,14 +104,27 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
 
 
 @njit(cache=True, nogil=True)
+def _buffers(seconds, tick, partitions):  # pragma: no cover
+    """A block's outputs: lag per second, positions and processed records per tick."""
+    ticks = seconds // tick
+    return (np.empty(seconds), np.empty(seconds), np.empty((ticks, partitions, 2)),
+            np.zeros((ticks, partitions, 2)))
+
+
+@njit(cache=True, nogil=True)
+def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end):  # pragma: no cover
+    """Sample the end of second s, and keep the positions when it ends a tick."""
+    _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
+    if (s + 1) % tick == 0:
+        x_end[s // tick] = x
+
+
+@njit(cache=True, nogil=True)
 def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pragma: no cover
     """A continuous job: per second and queue, processing up to its capacity (Lindley)."""
     partitions = arrivals.shape[0]
-    ticks = seconds // tick
     x = x0.copy()
-    lag_records, lag_seconds = np.empty(seconds), np.empty(seconds)
-    x_end = np.empty((ticks, partitions, 2))
-    processed = np.zeros((ticks, partitions, 2))
+    lag_records, lag_seconds, x_end, processed = _buffers(seconds, tick, partitions)
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
@@ -122,9 +135,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
                         done = min(arrivals[p, q] * (c - x[p, q]), capacity[k, p, q])
                         processed[k, p, q] += done
                         x[p, q] += done / arrivals[p, q]
-        _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
-        if (s + 1) % tick == 0:
-            x_end[k] = x
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
     return lag_records, lag_seconds, x_end, processed
 
 
@@ -138,9 +149,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
-    lag_records, lag_seconds = np.empty(seconds), np.empty(seconds)
-    x_end = np.empty((ticks, partitions, 2))
-    processed = np.zeros((ticks, partitions, 2))
+    lag_records, lag_seconds, x_end, processed = _buffers(seconds, tick, partitions)
     done = np.zeros((partitions, 2))
     s = 0  # the next second to sample
     start = float(down_s)
@@ -165,9 +174,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             continue
         commit = start + work + overhead_s
         while s < seconds and s + 1 <= commit:
-            _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
-            if (s + 1) % tick == 0:
-                x_end[s // tick] = x
+            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
             s += 1
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
@@ -179,9 +186,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                     processed[kc, p, q] += done[p, q]
         start = max(commit, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
-        _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
-        if (s + 1) % tick == 0:
-            x_end[s // tick] = x
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
         s += 1
     return lag_records, lag_seconds, x_end, processed
 
@@ -221,7 +226,7 @@ class _Model:
         if job.batch_seconds:
             lag_records, lag_seconds, x_end, processed = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
-                self.weights, job.batch_seconds, job.batch_overhead_s, job.trigger_s, job.run_ahead)
+                self.weights, job.batch_seconds, job.overhead(factor), job.trigger_s, job.run_ahead)
         else:
             lag_records, lag_seconds, x_end, processed = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
@@ -276,7 +281,7 @@ class _Model:
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
-            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty)
+            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:
@@ -329,7 +334,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # The daemon records a rescale when the new generation commits its first batch; its
             # cooldown and the policy's settle time count from then.
             factor, down_s = decision.factor, int(job.restart_downtime_s)
-            last_rescale = now + job.actuation_s
+            last_rescale = now + job.actuation_s(factor)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

@@ -75,8 +75,8 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
             table[i, FACTORS.index(int(factor))] = last[-1]
     if np.isfinite(table).all():
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
-    for name, key in (("batch_seconds", "deadline"), ("batch_overhead_s", "overhead"),
-                      ("restart_downtime_s", "restart")):
+    settings.update(_overhead(series, len(partitions)))
+    for name, key in (("batch_seconds", "deadline"), ("restart_downtime_s", "restart")):
         value = _median(series.get(key, ()))
         if value is not None:
             settings[name] = value
@@ -84,6 +84,28 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if first:
         settings["start_factor"] = int(first[0][1])
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
+
+
+def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:
+    """A batch's fixed cost as base + per task: a least-squares line through the overhead samples
+    against the task count when each was taken (more tasks: more to launch and to commit). With
+    one factor in the run, or a line that falls, the median alone."""
+    samples = _points(series.get("overhead", ()))
+    if not samples:
+        return {}
+    factors = _points(series.get("factor", ()))
+    times = np.array([t for t, _ in factors])
+    tasks, values = [], []
+    for t, v in samples:
+        if factors and v >= 0:
+            at = max(0, int(np.searchsorted(times, t, side="right")) - 1)
+            tasks.append(partitions * factors[at][1])
+            values.append(v)
+    if len(set(tasks)) >= 2:
+        slope, base = np.polyfit(np.array(tasks, dtype=np.float64), np.array(values), 1)
+        if slope > 0 and base >= 0:
+            return {"batch_overhead_s": float(base), "batch_overhead_per_task_s": float(slope)}
+    return {"batch_overhead_s": float(statistics.median(v for _, v in samples if v >= 0))}
 
 
 def fitted_run(series: Mapping[str, Series], start: float, end: float,

@@ -53,6 +53,7 @@ class JobModel:
     # measured on this project's 2-core machine (`autosizer simulate fit` measures a real one).
     batch_seconds: float = 3.0
     batch_overhead_s: float = 0.6
+    batch_overhead_per_task_s: float = 0.0  # more tasks, more to launch and commit per batch
     trigger_s: float = 1.0
     run_ahead: float = 1.5
     # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
@@ -72,6 +73,7 @@ class JobModel:
             "tasks_per_slot": self.tasks_per_slot >= 1,
             "batch_seconds": self.batch_seconds >= 0,
             "batch_overhead_s": self.batch_overhead_s >= 0,
+            "batch_overhead_per_task_s": self.batch_overhead_per_task_s >= 0,
             "trigger_s": self.trigger_s > 0,
             "run_ahead": self.run_ahead >= 1,
         }
@@ -154,23 +156,25 @@ class JobModel:
                 best = factor
         return best
 
-    @property
-    def duty(self) -> float:
+    def overhead(self, factor: int) -> float:
+        """A batch's fixed cost at `factor`: a base plus a share per virtual task."""
+        return self.batch_overhead_s + self.batch_overhead_per_task_s * self.partitions * factor
+
+    def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""
         if not self.batch_seconds:
             return 1.0
-        return self.batch_seconds / (self.batch_seconds + self.batch_overhead_s)
+        return self.batch_seconds / (self.batch_seconds + self.overhead(factor or self.start_factor))
 
     def hot_share_table(self) -> np.ndarray:
         """(partitions, len(FACTORS)): the busiest bucket's share of each partition, as the
         pipeline exports it (`autosizer_pipeline_hot_share`)."""
         return np.stack([self.hot_shares[f] for f in FACTORS], axis=1)
 
-    @property
-    def actuation_s(self) -> float:
+    def actuation_s(self, factor: int) -> float:
         """A rescale's decision to its first committed batch, when the daemon records it: the
         processing stop plus one batch cycle."""
-        cycle = self.batch_seconds + self.batch_overhead_s if self.batch_seconds else 0.0
+        cycle = self.batch_seconds + self.overhead(factor) if self.batch_seconds else 0.0
         return self.restart_downtime_s + cycle
 
     def slots(self, factor: int) -> int:

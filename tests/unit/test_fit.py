@@ -42,7 +42,7 @@ def test_the_job_model_is_what_the_run_measured():
     assert job.batch_seconds == 3.0 and job.batch_overhead_s == pytest.approx(0.5)  # the median
     assert job.restart_downtime_s == pytest.approx(1.2)
     assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.15)
-    assert job.duty == pytest.approx(3 / 3.5)
+    assert job.duty() == pytest.approx(3 / 3.5)
 
 
 def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
@@ -72,3 +72,14 @@ def test_a_measured_table_of_the_wrong_shape_is_refused():
         JobModel(partitions=2, hot_share_table_measured=((0.5,) * len(FACTORS),))
     with pytest.raises(ValueError, match="partition_weights needs 2"):
         JobModel(partitions=2, partition_weights=(1.0, float("nan")))
+
+
+def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
+    series = run_series()
+    t = [START + i for i in range(61)]
+    # 4 tasks (2 partitions at F=2), then 64 (F=32): 0.5 s + 5 ms per task.
+    series["factor"] = [({}, [(x, 2.0 if x < START + 30 else 32.0) for x in t])]
+    series["overhead"] = [({}, [(x, 0.5 + 0.005 * (4 if x < START + 30 else 64)) for x in t])]
+    job = fit_job(series)
+    assert job.batch_overhead_s == pytest.approx(0.5) and job.batch_overhead_per_task_s == pytest.approx(0.005)
+    assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)

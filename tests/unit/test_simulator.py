@@ -59,7 +59,7 @@ def test_micro_batches_commit_at_the_deadline_plus_the_fixed_cost():
     job commits 2 s of work every 3 s (duty 2/3), and lag only falls at commits."""
     job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
                    batch_seconds=2.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0)
-    assert job.duty == pytest.approx(2 / 3)
+    assert job.duty() == pytest.approx(2 / 3)
     run = simulate(workloads.constant(100, seconds=90, noise=0), job, Fixed(1), tick_s=15)
     # 100/s arrive, 100/s processed while working: the backlog grows at 100/3 per second.
     assert run.lag_records[-1] == pytest.approx(100 * 90 * (1 - 2 / 3), abs=400)  # +- a batch and the first trigger
