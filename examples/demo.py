@@ -146,9 +146,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                 runner.join(300)
             kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
             print(f"\n{verdict}")
-            for decision in DecisionJournal(store).last(500):
-                if "measured" in decision["reason"] and "scale-up" in decision["reason"]:
-                    print(f"judged: {decision['reason']}")
+            for judged in _judgements(DecisionJournal(store).last(500)):
+                print(f"judged: {judged}")
             print(f"produced {total} orders; waiting for the pipeline to finish them...")
             _wait_for(workdir / "enriched", total)
             pipeline.terminate()
@@ -171,6 +170,17 @@ class Finished:
     ended: float
     config_path: Path
     timeline: list[dict]
+
+
+def _judgements(decisions: list[dict]) -> list[str]:
+    """The policy's verdicts on its scale-ups, in order, each once (a guard may have held the
+    step back for a while: the policy's own reason is kept in the decision's inputs)."""
+    found: list[str] = []
+    for decision in decisions:
+        for reason in (decision["reason"], decision.get("inputs", {}).get("policy", {}).get("policy", "")):
+            if "scale-up" in reason and "before" in reason and reason not in found:
+                found.append(reason)
+    return found
 
 
 def _wait_for(sink: Path, total: int, stall_s: float = 30.0) -> None:
