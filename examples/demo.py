@@ -128,7 +128,10 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             # The load ran while Spark started: let the job clear that backlog first, so the
             # watched run (and the step's clock) starts from a job that keeps up.
             settle = time.monotonic() + 60
-            while _lag(probe) > 2 * LOW and time.monotonic() < settle:
+            while time.monotonic() < settle:
+                behind = probe.lag()  # None until Prometheus has the series
+                if behind is not None and behind <= 2 * LOW:
+                    break
                 time.sleep(0.5)
             runner.start()
             began = time.time()
@@ -192,12 +195,6 @@ def _wait_for(sink: Path, total: int, stall_s: float = 30.0) -> None:
         now = read_committed(sink).num_rows
         if now > done:
             done, progressed = now, time.monotonic()
-
-
-def _lag(probe: PrometheusCollector) -> float:
-    """Records behind over all partitions, as Prometheus has them (inf while it has none)."""
-    values = [v for _, v in probe.collect().series.get("lag_records", ())]
-    return sum(values) if values else float("inf")
 
 
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,

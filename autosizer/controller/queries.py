@@ -35,7 +35,6 @@ DEFAULT_QUERIES: dict[str, str] = {
 
 PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
 TASK_QUERIES = ("task_lag_records", "task_processed_rate", "task_process_seconds", "task_busy")
-CAPACITY_QUERIES = ("task_saturated_rate", "hot_share", "batch_deadline_seconds", "batch_overhead_seconds")
 
 
 def render(query: str, selector: str, window: str) -> str:

@@ -48,7 +48,6 @@ class AutosizerState:
     times: tuple[float, ...] = ()  # input rate samples over the trend window: when
     rates: tuple[float, ...] = ()  # and how much, records/s
     factor: int | None = None  # the factor seen last tick
-    capacity: float | None = None  # the job's capacity (records/s) seen last tick
     task_rate: float | None = None  # the last measured capacity of one virtual task
     throughput: float | None = None  # records/s processed last tick, if the job had a backlog
     # a scale-up being judged: (old factor, new factor, throughput before, task rate before)
@@ -99,8 +98,7 @@ class AutosizerPolicy:
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
-                times, rates, current, capacity or None, task_rate, throughput, trial, ceiling,
-                ceiling_until)
+                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -174,8 +172,7 @@ class AutosizerPolicy:
         what = "throughput under backlog" if throughput is not None else "capacity"
         measured = (f"measured {what} {before:.0f}/s before, {after:.0f}/s "
                     f"after ({gained:+.0%} of the {promised:+.0%} promised)")
-        throughput = after
-        details = {"throughput_before": before, "throughput_after": throughput, "promised": promised}
+        details = {"throughput_before": before, "throughput_after": after, "promised": promised}
         if gained < min(INEFFECTIVE_GAIN, 0.25 * promised):
             return (old, f"scale-up {old} -> {new}: {measured}: back to {old}, ceiling for "
                          f"{self.memory / 3600:g}h", details), ""
@@ -184,7 +181,7 @@ class AutosizerPolicy:
             # keep the smallest factor that the model, at the rate measured before, says
             # delivers what was measured.
             useful = next(f for f in FACTORS if f >= old and (
-                f >= new or obs.capacity(f, rate) >= throughput * (1 - INEFFECTIVE_GAIN)))
+                f >= new or obs.capacity(f, rate) >= after * (1 - INEFFECTIVE_GAIN)))
             if useful < new:
                 return (useful, f"scale-up {old} -> {new}: {measured}; {useful} delivers as much: "
                                 f"back to {useful}, ceiling for {self.memory / 3600:g}h", details), ""

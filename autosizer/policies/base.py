@@ -21,7 +21,6 @@ import numpy as np
 from autosizer.elasticity import FACTORS, MAX_FACTOR, TopicPartition, validate_factor
 
 _add_reduce = np.add.reduce
-_SHARES: list[Any] = [None, None]  # the last hot-share table seen and its filled copy
 
 
 def _total(stats: PartitionStats | TaskStats, column: str) -> float:
@@ -165,21 +164,12 @@ class Observation:
         return self._shares()[:, FACTORS.index(factor)]
 
     def _shares(self) -> np.ndarray:
-        """(partitions, len(FACTORS)) hot shares, unknown ones filled with even buckets."""
+        """(partitions, len(FACTORS)) hot shares, unknown ones filled with even buckets. A caller
+        that already holds the filled table hands it in `cache["shares"]` (the simulator does, on
+        every tick of a replay)."""
         found = self.cache.get("shares")
-        table = self.hot_shares
-        if found is None and table is not None and _SHARES[0] is table:
-            found = self.cache["shares"] = _SHARES[1]  # a replay hands the same table every tick
         if found is None:
-            even = np.broadcast_to(1.0 / np.asarray(FACTORS, dtype=np.float64), (self.partition_count, len(FACTORS)))
-            table = self.hot_shares
-            if table is None or table.shape != even.shape:
-                found = np.array(even)
-            else:
-                known = np.isfinite(table) & (table > 0)
-                found = np.where(known, np.maximum(np.where(known, table, 0.0), even), even)
-                _SHARES[:] = [table, found]
-            self.cache["shares"] = found
+            found = self.cache["shares"] = filled_hot_shares(self.hot_shares, self.partition_count)
         return found
 
     def capacities(self, task_rate: float) -> np.ndarray:
@@ -233,6 +223,16 @@ class Policy(Protocol):
     name: str
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]: ...
+
+
+def filled_hot_shares(table: np.ndarray | None, partitions: int) -> np.ndarray:
+    """A hot-share table with every entry usable: unknown (NaN, <= 0) or missing ones are even
+    buckets, and no bucket holds less than an even share."""
+    even = np.broadcast_to(1.0 / np.asarray(FACTORS, dtype=np.float64), (partitions, len(FACTORS)))
+    if table is None or table.shape != even.shape:
+        return np.array(even)
+    known = np.isfinite(table) & (table > 0)
+    return np.where(known, np.maximum(np.where(known, table, 0.0), even), even)
 
 
 def factor_for(workers: float, partitions: int) -> int:

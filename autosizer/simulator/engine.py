@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats
-from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS
+from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -105,18 +105,29 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
 
 @njit(cache=True, nogil=True)
 def _buffers(seconds, tick, partitions):  # pragma: no cover
-    """A block's outputs: lag per second, positions and processed records per tick."""
+    """A block's outputs: lag per second; positions, each partition's oldest record's age and
+    processed records per tick."""
     ticks = seconds // tick
     return (np.empty(seconds), np.empty(seconds), np.empty((ticks, partitions, 2)),
-            np.zeros((ticks, partitions, 2)))
+            np.zeros((ticks, partitions)), np.zeros((ticks, partitions, 2)))
 
 
 @njit(cache=True, nogil=True)
-def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end):  # pragma: no cover
-    """Sample the end of second s, and keep the positions when it ends a tick."""
+def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages):  # pragma: no cover
+    """Sample the end of second s; when it ends a tick, keep the positions and each partition's
+    oldest unprocessed record's age (its slowest queue with input holds that record)."""
     _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
     if (s + 1) % tick == 0:
-        x_end[s // tick] = x
+        k = s // tick
+        x_end[k] = x
+        now = t0 + s + 1
+        c = _cum_at(cum, rate, now)
+        for p in range(arrivals.shape[0]):
+            oldest = c
+            for q in range(2):
+                if arrivals[p, q] > 0:
+                    oldest = min(oldest, x[p, q])
+            ages[k, p] = max(0.0, now - _arrived_at(cum, rate, oldest)) if oldest < c else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -124,7 +135,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
     """A continuous job: per second and queue, processing up to its capacity (Lindley)."""
     partitions = arrivals.shape[0]
     x = x0.copy()
-    lag_records, lag_seconds, x_end, processed = _buffers(seconds, tick, partitions)
+    lag_records, lag_seconds, x_end, ages, processed = _buffers(seconds, tick, partitions)
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
@@ -135,8 +146,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
                         done = min(arrivals[p, q] * (c - x[p, q]), capacity[k, p, q])
                         processed[k, p, q] += done
                         x[p, q] += done / arrivals[p, q]
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
-    return lag_records, lag_seconds, x_end, processed
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
+    return lag_records, lag_seconds, x_end, ages, processed
 
 
 @njit(cache=True, nogil=True)
@@ -149,7 +160,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
-    lag_records, lag_seconds, x_end, processed = _buffers(seconds, tick, partitions)
+    lag_records, lag_seconds, x_end, ages, processed = _buffers(seconds, tick, partitions)
     done = np.zeros((partitions, 2))
     s = 0  # the next second to sample
     start = float(down_s)
@@ -174,7 +185,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             continue
         commit = start + work + overhead_s
         while s < seconds and s + 1 <= commit:
-            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
+            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
             s += 1
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
@@ -186,9 +197,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                     processed[kc, p, q] += done[p, q]
         start = max(commit, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end)
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
         s += 1
-    return lag_records, lag_seconds, x_end, processed
+    return lag_records, lag_seconds, x_end, ages, processed
 
 
 class _Model:
@@ -198,7 +209,7 @@ class _Model:
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
-        self.hot_table = job.hot_share_table()
+        self.hot_table = filled_hot_shares(job.hot_share_table(), job.partitions)
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -224,25 +235,16 @@ class _Model:
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
         if job.batch_seconds:
-            lag_records, lag_seconds, x_end, processed = _batches(
+            lag_records, lag_seconds, x_end, ages, processed = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.trigger_s, job.run_ahead)
         else:
-            lag_records, lag_seconds, x_end, processed = _fluid(
+            lag_records, lag_seconds, x_end, ages, processed = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
         now = t0 + tick * np.arange(1, ticks + 1)
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
-        ages = np.maximum(0.0, now[:, None] - self._arrived(x_end.min(axis=2)))
-        ages[lag_end.sum(axis=2) <= 1e-9] = 0.0
         return self._columns(factor, rate, lag_records, lag_seconds, lag_end, x_end, ages,
                              processed / tick, task_cap)
-
-    def _arrived(self, x: np.ndarray) -> np.ndarray:
-        """When the record at each cumulative position arrived (vectorized `_arrived_at`)."""
-        i = np.clip(np.searchsorted(self.cum, x, side="right") - 1, 0, self.rate.size - 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            within = np.where(self.rate[i] > 0, (x - self.cum[i]) / self.rate[i], 0.0)
-        return i + np.clip(within, 0.0, 1.0)
 
     def _columns(self, factor, rate, lag_records, lag_seconds, lag_end, x_end, ages, processed,
                  task_cap) -> _Block:
@@ -281,7 +283,8 @@ class _Model:
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
-            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor))
+            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
+            cache={"shares": self.hot_table})  # already filled: not again on every tick
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:

@@ -161,3 +161,21 @@ def test_simulate_command_refuses_bad_input_in_one_line(capsys):
     assert "unknown policy 'nope'" in capsys.readouterr().err
     assert main(["simulate", "--set", "autosizer.target_utilization=2"]) == 2
     assert "target_utilization must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_each_partitions_age_in_the_observation_is_its_oldest_records():
+    """What the policy sees per partition agrees with the run's worst lag at the same second,
+    at factor 1 too (where a partition has one queue with input, not two)."""
+    seen = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.partitions.lag_seconds.copy()))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=50),
+                   batch_seconds=0)
+    run = simulate(workloads.constant(600, seconds=60, noise=0), job, Watch(1), tick_s=15)
+    for time, ages in seen:
+        assert ages.max() == pytest.approx(run.lag_seconds[int(time) - 1])
+        assert ages.max() < time  # records keep being processed: the oldest is not the first
