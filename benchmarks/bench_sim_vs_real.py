@@ -22,10 +22,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autosizer.controller.config import load_config  # noqa: E402
-from autosizer.policies import load_policy  # noqa: E402
+from autosizer.policies import (  # noqa: E402
+    Observation,
+    PartitionStats,
+    load_policy,  # noqa: E402
+)
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import fetch, fitted_run  # noqa: E402
 from examples import demo  # noqa: E402
+from examples.loadgen import factor_path  # noqa: E402
 
 LOAD_WINDOW = "3s"
 
@@ -63,19 +68,33 @@ def replay(series: dict, start: float, end: float, config_path: Path) -> None:
             ("  integral, after it", real[step_end:].sum(), sim[step_end:].sum())]
     for name, r, s in rows:
         print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
-    print(f"factor path, real:      {_path(fitted.factor[:seconds])}")
-    print(f"factor path, simulated: {_path(run.factor[:seconds])} "
+    print(f"factor path, real:      {factor_path(fitted.factor[:seconds])}")
+    print(f"factor path, simulated: {factor_path(run.factor[:seconds])} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
     print(f"goal (both ratios within 20%): {'met' if goal else 'missed'}")
+    capacity_check(fitted)
 
 
-def _path(factors: np.ndarray) -> str:
-    path = [int(factors[0])]
-    for f in factors[1:]:
-        if f != path[-1]:
-            path.append(int(f))
-    return " -> ".join(map(str, path))
+def capacity_check(fitted, behind_s: float = 10.0, settle_s: int = 15) -> None:
+    """The capacity model (the policy's `Observation.capacity`, on the fitted job) against the
+    throughput the real job delivered while it was behind, per factor it ran at (each factor's
+    first `settle_s` left out: the rate window still holds the previous layout)."""
+    job, factor = fitted.job, fitted.factor
+    rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(job.weights)}  # input mix = weights
+    print(f"\n{'factor':>6} {'seconds behind':>15} {'measured/s':>11} {'model/s':>8} {'model / measured':>17}")
+    starts = [0, *(np.flatnonzero(np.diff(factor)) + 1), factor.size]
+    for a, b in zip(starts, starts[1:], strict=False):
+        f = int(factor[a])
+        behind = fitted.processed[a + settle_s:b][fitted.lag_seconds[a + settle_s:b] >= behind_s]
+        if behind.size < 5:
+            continue
+        obs = Observation(0.0, f, PartitionStats.from_rows(rows), saturated_rate=1 / job.process_seconds,
+                          hot_shares=job.hot_share_table(), duty=job.duty(f))
+        measured, model = float(np.median(behind)), obs.capacity(f, obs.task_rate)
+        if measured <= 0:
+            continue  # series saved before the processed rate was fetched
+        print(f"{f:6d} {behind.size:15d} {measured:11.0f} {model:8.0f} {model / measured:17.2f}")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 
 from autosizer.embedded import EmbeddedBroker
 
@@ -88,10 +89,15 @@ def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_
         if over[-1] < high[-1]["t"] else f"lag still over {within_s:g} s of input when the step ended")
     last = high[-1]
     backlog_s = last["lag"] / max(last["load"], 1e-9)
-    path = [timeline[0]["factor"]]
-    for p in timeline[1:]:
-        if p["factor"] != path[-1]:
-            path.append(p["factor"])
     ok = backlog_s <= within_s
     return ok, (f"keeps up: {'yes' if ok else 'NO'}: {back}; backlog at the end of the "
-                f"{step_s:.0f} s step {backlog_s:.1f} s of input; factors {' -> '.join(map(str, path))}")
+                f"{step_s:.0f} s step {backlog_s:.1f} s of input; factors {factor_path(p['factor'] for p in timeline)}")
+
+
+def factor_path(factors: Iterable[int]) -> str:
+    """The factors a run went through, in order: "1 -> 4 -> 16"."""
+    path: list[int] = []
+    for factor in factors:
+        if not path or factor != path[-1]:
+            path.append(int(factor))
+    return " -> ".join(map(str, path))

@@ -36,17 +36,22 @@ FIT_QUERIES: dict[str, str] = {
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
+    # over 15 s whatever the load's window: batches commit every few seconds, and a short window
+    # holds none or two of them
+    "processed_rate": "sum(rate(autosizer_pipeline_records_in_total{$selector}[15s]))",
 }
 
 
 @dataclass(frozen=True, eq=False)
 class Fitted:
-    """A run read back: the job model, the load it saw, and its lag and factor (1 s apart)."""
+    """A run read back: the job model, the load it saw, and its lag, factor and processed rate
+    (1 s apart)."""
 
     job: JobModel
     load: Workload
     lag_seconds: np.ndarray
     factor: np.ndarray
+    processed: np.ndarray
 
 
 def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:
@@ -117,7 +122,8 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
         load += _resample(points, start, seconds)
     return Fitted(fit_job(series, base), Workload("recorded", np.maximum(load, 0.0)),
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
-                  np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32))
+                  np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
+                  _resample(_points(series.get("processed_rate", ())), start, seconds))
 
 
 def fetch(url: str, start: float, end: float, selector: str = "", window: str = "10s",
