@@ -57,8 +57,7 @@ class Bench:
         self.spark, self.broker, self.redis, self.workdir = spark, broker, redis_server, workdir
 
     def topic(self, records: int, keys: int = KEYS) -> str:
-        """A fresh 4-partition topic holding `records` keyed records (batched, then one
-        single-message batch per partition: the broker's watermark quirk)."""
+        """A fresh 4-partition topic holding `records` keyed records."""
         name = f"t{uuid.uuid4().hex[:8]}"
         self.broker.create_topic(name, PARTITIONS)
         produce_backlog(self.broker, name, records, keys)
@@ -221,19 +220,17 @@ class Bench:
 
 
 def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
-    """`records` keyed records, key `i` in partition `i % 4`, every key equally often (batched,
-    then one single-message batch per partition: the test broker's watermark quirk)."""
+    """`records` keyed records, key `i` in partition `i % 4`, every key equally often (batched)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50,
                          "batch.num.messages": 10000, "log_level": 0})
-    for i in range(records - PARTITIONS):
+    for i in range(records):
         key = i % keys
         producer.produce(topic, key=b"key-%d" % key, value=b"%d" % i, partition=key % PARTITIONS)
         if i % 10000 == 0:
             producer.poll(0)
     producer.flush(120)
-    broker.produce(topic, [(p, b"end", b"end") for p in range(PARTITIONS)])
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The daemon demo: a real job autosized live, from one command (`make demo`).
 
-It starts Redis, the Tansu broker and Prometheus on free loopback ports, the enrichment pipeline
+It starts Redis, the broker (noida-db) and Prometheus on free loopback ports, the enrichment pipeline
 (`examples.enrich:enrich`, 10 ms lookup per order) on Spark local as its own process, a load that
 steps from 100 to 1,200 orders/s and back, and the autosizer daemon on its default policy. The
 terminal shows the factor, lag, rates and the last decision as they change; at the end (after

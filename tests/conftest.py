@@ -7,7 +7,7 @@ import uuid
 import pytest
 from hypothesis import settings
 
-from tests.servers import RedisServer, TansuBroker
+from tests.servers import RedisServer, Broker
 
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
@@ -49,6 +49,6 @@ def spark():
 @pytest.fixture
 def broker():
     """A fresh in-memory broker per test: topics and offsets never leak between tests."""
-    server = TansuBroker().start()
+    server = Broker().start()
     yield server
     server.stop()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autosizer.embedded import EmbeddedBroker, EmbeddedRedis, free_port
 
-__all__ = ["RedisServer", "TansuBroker", "free_port"]
+__all__ = ["RedisServer", "Broker", "free_port"]
 
 
 class RedisServer(EmbeddedRedis):
@@ -14,4 +14,4 @@ class RedisServer(EmbeddedRedis):
         super().__init__(workdir=workdir, password=password, tls=tls)
 
 
-TansuBroker = EmbeddedBroker
+Broker = EmbeddedBroker

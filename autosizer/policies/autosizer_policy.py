@@ -17,7 +17,8 @@ What it adds to the utilization rule, and why:
   time a saturated batch leaves its tasks (the batch overhead). The chosen factor runs the
   hottest task at `target_utilization`.
 - Ineffective scale-ups. After a scale-up settles it compares the throughput measured while the
-  job had a backlog, before and after. If it grew by less than 10% (or a quarter of what the
+  job had a backlog (at least `backlog_s` of its input waiting, and that old: records that were
+  late reaching the broker are old but not waiting), before and after. If it grew by less than 10% (or a quarter of what the
   capacity model promised, if that is less): CPU-bound work past the core count, it steps back and
   remembers that factor as a ceiling for `ceiling_memory_s`. Throughput under backlog understates
   capacity (a partition that caught up does only its input), so a real gain is never judged
@@ -201,14 +202,19 @@ class AutosizerPolicy:
 
 
 def _behind_s(obs: Observation) -> float:
-    """The worst partition's lag in seconds (0 when unknown)."""
-    seconds = obs.partitions.lag_seconds
-    if not len(seconds):
+    """How far behind the worst partition is, in seconds: the smaller of its oldest record's age
+    and its pending records in seconds of its input (0 when unknown). Age alone also counts
+    delay before the broker: a producer that falls behind writes records that are old on
+    arrival, and a job that keeps up with them is not running flat out. Pending records alone
+    would call a trickle of input after a long pause a backlog."""
+    parts = obs.partitions
+    if not len(parts.lag_seconds):
         return 0.0
-    worst = float(seconds.max())
-    if math.isfinite(worst):
-        return worst
-    return float(np.nanmax(seconds)) if np.isfinite(seconds).any() else 0.0
+    records_s = np.where(parts.input_rate > 0, parts.lag_records / np.maximum(parts.input_rate, 1e-9),
+                         np.where(parts.lag_records > 0, np.inf, 0.0))
+    behind = np.fmin(parts.lag_seconds, records_s)  # fmin: a NaN age leaves the records' measure
+    finite = behind[np.isfinite(behind)]
+    return float(finite.max()) if finite.size else 0.0
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -1,4 +1,4 @@
-"""The daemon against a real job: Tansu, Redis, Prometheus, the Spark pipeline and the daemon, each
+"""The daemon against a real job: the broker (noida-db), Redis, Prometheus, the Spark pipeline and the daemon, each
 its own process, with a load that steps up and down. The exactly-once file sink is checked at the
 end of every test: whatever the daemon did, no message was lost or duplicated."""
 

@@ -1,4 +1,4 @@
-"""The autosizer-kafka source: real Tansu broker, real local SparkSession."""
+"""The autosizer-kafka source: real broker (noida-db), real local SparkSession."""
 
 from __future__ import annotations
 
@@ -100,17 +100,22 @@ def test_unknown_topic_and_unreachable_broker_fail_clearly(broker):
 
 
 def test_a_partition_that_appears_at_run_time_is_read_from_its_start(broker):
-    """Tansu cannot add partitions (no CreatePartitions), so the earlier plan is simulated:
-    `start` does not know partition 1, as if it appeared after the previous batch."""
+    """The topic grows 1 -> 2 partitions after a batch: the new partition is read from offset 0."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    broker.create_topic("orders", 2)
-    broker.produce("orders", [(i % 2, None, b"x") for i in range(20)])
+    broker.create_topic("orders", 1)
+    broker.produce("orders", [(0, None, b"x") for _ in range(10)])
     reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders"})
-    end = reader.latestOffset({"orders/0": 4}, ReadAllAvailable())
+    first = reader.latestOffset({"orders/0": 4}, ReadAllAvailable())
+    assert ends(first) == {"orders/0": 10}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions("orders", 2)])["orders"].result(10)
+    broker.produce("orders", [(1, None, b"x") for _ in range(10)])
+    end = reader.latestOffset(first, ReadAllAvailable())
     assert ends(end) == {"orders/0": 10, "orders/1": 10}
-    slots = reader.partitions({"orders/0": 4}, end)
-    assert sorted((r.partition, r.start, r.end) for s in slots for r in s.ranges) == [(0, 4, 10), (1, 0, 10)]
+    slots = reader.partitions(first, end)
+    assert sorted((r.partition, r.start, r.end) for s in slots for r in s.ranges) == [(1, 0, 10)]
     reader.stop()
 
 

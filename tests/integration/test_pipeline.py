@@ -1,4 +1,4 @@
-"""The pipeline end to end: real Tansu broker, real Redis, Spark local."""
+"""The pipeline end to end: real broker (noida-db), real Redis, Spark local."""
 
 from __future__ import annotations
 

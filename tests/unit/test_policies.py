@@ -31,6 +31,7 @@ def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, par
     n = partitions * factor
     tasks = TaskStats([f"t{i}" for i in range(n)], np.arange(n) // factor, [0.0] * n,
                       [task_rate * busy] * n, [1 / task_rate] * n, [busy] * n)
+    parts = extra.pop("partitions_override", parts)
     return Observation(time=extra.pop("time", 0.0), factor=factor, partitions=parts, tasks=tasks, **extra)
 
 
@@ -186,6 +187,20 @@ def test_autosizer_keeps_a_scale_up_whose_measured_throughput_grew():
                                         since_rescale_s=100), state)
     assert decision.factor == 16
     assert "scale-up 4 -> 16 measured capacity 6400/s before, 25600/s after" in decision.reason
+
+
+def test_autosizer_does_not_take_records_late_to_the_broker_for_a_backlog():
+    """The demo at factor 32: the producer fell behind, so records were 12 s old on arrival,
+    but the job processed each batch's input (a few hundred records waiting). Its rate then is
+    the input rate, not what it can do flat out, and must not judge 16 -> 32 ineffective."""
+    policy = load_policy("autosizer")
+    _, state = policy.decide(observe(factor=16, task_rate=100, input_rate=1200, lag=40_000,
+                                     processed=1065))
+    late = PartitionStats.from_rows({("orders", p): (200, 12.0, 220, 218) for p in range(4)})
+    decision, _ = policy.decide(observe(factor=32, task_rate=100, input_rate=880, time=100,
+                                        since_rescale_s=100, partitions_override=late), state)
+    assert "back to" not in decision.reason and "ceiling" not in decision.reason
+    assert "scale-up 16 -> 32 measured capacity" in decision.reason  # not "throughput under backlog"
 
 
 def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
