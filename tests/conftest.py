@@ -7,7 +7,7 @@ import uuid
 import pytest
 from hypothesis import settings
 
-from tests.servers import RedisServer, Broker
+from tests.servers import Broker, RedisServer
 
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
