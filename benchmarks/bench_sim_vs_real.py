@@ -102,6 +102,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=240, help="seconds of the real run (default 240)")
     parser.add_argument("--save", type=Path, help="also save the run's series here (JSON)")
     parser.add_argument("--replay", type=Path, help="no real run: compare against series saved by --save")
+    parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -109,7 +110,7 @@ def main() -> None:
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config)
         return
-    demo.run(args.duration, None, after=lambda finished: compare(finished, args.save))
+    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sys
 import tempfile
 import threading
@@ -240,10 +241,12 @@ class PipelineAgent:
     def _probe_lag(self, stop: threading.Event) -> None:
         """Every `lag_probe_seconds`, on its own thread with its own consumer (a slow broker
         must not delay a drain or a start): high watermarks, and the age of each partition's
-        oldest unprocessed record."""
+        oldest unprocessed record. The interval is jittered by up to half: a probe as regular
+        as the trigger (both 1 s by default) reads the same moment of every batch cycle, so the
+        age it reports stays near that moment's, low or high, for minutes."""
         probe = KafkaOffsets(self.config.bootstrap)
         try:
-            while not stop.wait(self.config.lag_probe_seconds):
+            while not stop.wait(self.config.lag_probe_seconds * random.uniform(0.5, 1.5)):
                 try:
                     self._probe_once(probe)
                 except Exception as exc:  # lag just goes stale
