@@ -38,7 +38,7 @@ from autosizer.pipeline.sinks import read_committed  # noqa: E402
 from examples.loadgen import StepLoad, check_orders, keep_up_verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTITIONS, LOW, HIGH, CPU_HIGH = 4, 100.0, 1200.0, 500.0
+PARTITIONS, LOW, HIGH, CORES = 4, 100.0, 1200.0, 2
 SHOWN = ("input_rate", "processed_rate", "lag_records")
 CONFIG = """
 [job]
@@ -84,6 +84,13 @@ def main() -> None:
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
     run(args.duration, Path(args.png), cpu_ms=args.cpu_ms)
+
+
+def cpu_step(cpu_ms: float) -> float:
+    """CPU-bound work's step: 1.5x what the 2 cores can do at best, so the job falls behind at
+    every factor and the policy must judge its scale-ups by the throughput it measures while
+    behind (a step it could meet would never leave a backlog to measure)."""
+    return round(1.5 * CORES * 1000.0 / cpu_ms)
 
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
@@ -135,9 +142,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                 time.sleep(0.5)
             runner.start()
             began = time.time()
-            # CPU-bound work cannot keep up with 1,200/s on 2 cores at any factor: step to less,
-            # so the backlog it leaves drains in minutes.
-            watch(store, load, probe, duration, timeline, high=CPU_HIGH if cpu_ms else HIGH)
+            watch(store, load, probe, duration, timeline, high=cpu_step(cpu_ms) if cpu_ms else HIGH)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:

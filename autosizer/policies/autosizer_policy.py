@@ -85,8 +85,7 @@ class AutosizerPolicy:
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
         task_rate = obs.task_rate or last.task_rate
         capacity = obs.capacity(current, task_rate) if task_rate else 0.0
-        behind = _behind_s(obs)
-        backlogged = behind >= self.backlog_s
+        backlogged = _behind(obs, self.backlog_s)
         throughput = obs.processed_rate if backlogged and obs.processed_rate > 0 else None
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
         if last.factor is not None and current != last.factor:
@@ -140,7 +139,7 @@ class AutosizerPolicy:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
-        elif lag > 0 and behind > max(10.0, 2 * obs.restart_downtime_s):
+        elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
             peak = max(forecast, max(rates))
@@ -201,20 +200,20 @@ class AutosizerPolicy:
         return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= 0.95 * best)
 
 
-def _behind_s(obs: Observation) -> float:
-    """How far behind the worst partition is, in seconds: the smaller of its oldest record's age
-    and its pending records in seconds of its input (0 when unknown). Age alone also counts
-    delay before the broker: a producer that falls behind writes records that are old on
-    arrival, and a job that keeps up with them is not running flat out. Pending records alone
-    would call a trickle of input after a long pause a backlog."""
+def _behind(obs: Observation, seconds: float) -> bool:
+    """Is some partition at least `seconds` behind: its oldest record that old, and that many
+    seconds of its input waiting? Age alone also counts delay before the broker (a producer
+    that falls behind writes records that are old on arrival, and a job that keeps up with them
+    is not running flat out); pending records alone would call a trickle of input after a long
+    pause a backlog. A partition whose age is unknown is judged on its records alone."""
     parts = obs.partitions
-    if not len(parts.lag_seconds):
-        return 0.0
-    records_s = np.where(parts.input_rate > 0, parts.lag_records / np.maximum(parts.input_rate, 1e-9),
-                         np.where(parts.lag_records > 0, np.inf, 0.0))
-    behind = np.fmin(parts.lag_seconds, records_s)  # fmin: a NaN age leaves the records' measure
-    finite = behind[np.isfinite(behind)]
-    return float(finite.max()) if finite.size else 0.0
+    ages = parts.lag_seconds
+    if not len(ages) or ages.max() < seconds:  # the usual tick: nobody that old (NaN: go on)
+        return False
+    inputs = parts.input_rate
+    waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
+    waiting &= parts.lag_records > 0
+    return bool((waiting & ~(ages < seconds)).any())
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -81,10 +81,12 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if np.isfinite(table).all():
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
     settings.update(_overhead(series, len(partitions)))
-    for name, key in (("batch_seconds", "deadline"), ("restart_downtime_s", "restart")):
-        value = _median(series.get(key, ()))
-        if value is not None:
-            settings[name] = value
+    deadline = _median(series.get("deadline", ()))
+    if deadline is not None:
+        settings["batch_seconds"] = deadline
+    restarts = _changes(series.get("restart", ()))
+    if restarts:
+        settings["restart_downtime_s"] = statistics.median(restarts)
     first = _points(series.get("factor", ()))
     if first:
         settings["start_factor"] = int(first[0][1])
@@ -188,6 +190,17 @@ def _partition(labels: Labels) -> tuple[str, int] | None:
 def _points(series: Series | Sequence[Any]) -> list[tuple[float, float]]:
     """The finite points of every series, merged in time order."""
     return sorted((t, v) for _, points in series for t, v in points if math.isfinite(v))
+
+
+def _changes(series: Series | Sequence[Any]) -> list[float]:
+    """A gauge's values, each once when it was set (a positive value that differs from the one
+    before): the restart gauge holds its last value until the next rescale, so a median over
+    samples would weigh each restart by how long the run went on after it."""
+    values: list[float] = []
+    for _, v in _points(series):
+        if v > 0 and (not values or v != values[-1]):
+            values.append(v)
+    return values
 
 
 def _median(series: Series | Sequence[Any]) -> float | None:

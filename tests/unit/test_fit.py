@@ -65,6 +65,15 @@ def test_the_written_trace_replays_the_same_job_and_load(tmp_path):
     assert np.allclose(trace.workload.rate, fitted.load.rate)
 
 
+def test_each_restart_counts_once_however_long_its_gauge_held():
+    """Restarts of 0.6 s and 0.9 s early in the run, then one of 2.0 s held for the rest: the
+    samples' median would be 2.0; the restarts' median is 0.9."""
+    series = run_series()
+    t = [START + i for i in range(61)]
+    series["restart"] = [({}, [(x, 0.6 if i < 10 else 0.9 if i < 20 else 2.0) for i, x in enumerate(t[5:])])]
+    assert fit_job(series).restart_downtime_s == pytest.approx(0.9)
+
+
 def test_a_measured_table_of_the_wrong_shape_is_refused():
     from autosizer.simulator.job import JobModel
 
