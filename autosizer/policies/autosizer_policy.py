@@ -143,8 +143,8 @@ class AutosizerPolicy:
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
             peak = max(forecast, max(rates))
-            wish = next((f for f in FACTORS if f >= current or obs.capacity(f, task_rate) * self.down >= peak),
-                        current)
+            fits = obs.capacities(task_rate) * self.down >= peak
+            wish = next((f for f, ok in zip(FACTORS, fits.tolist(), strict=True) if f >= current or ok), current)
             reason = (f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization" if wish < current
                       else f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s")
         if hot is not None:

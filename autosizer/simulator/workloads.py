@@ -83,23 +83,79 @@ def flash_crowd(base: float = 2000, peak: float = 10000, at: float = 1800, rise:
     return _noisy("flash-crowd", rate, noise, seed, (int(at),))
 
 
-def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "time") -> Workload:
-    """Replay a CSV of rates; rows are resampled to 1 s (linear) when a time column is given."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "time",
+             seconds: float | None = None, changes: Any = ()) -> Workload:
+    """Replay a CSV of rates, resampled to 1 s (linear) when it has a time column (epoch or
+    relative seconds, or ISO 8601 timestamps, in increasing order). `seconds` keeps the first
+    that many seconds; `changes` lists the seconds (from the start) at which the rate changes on
+    purpose, so a replay can be scored on how many rescales it took to settle after each."""
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; check the path (a trace's path is relative to the trace file)") from None
     if not rows:
         raise ValueError(f"{path}: no rows; expected a header with a {column!r} column")
     if column not in rows[0]:
-        raise ValueError(f"{path}: no {column!r} column (columns: {', '.join(rows[0])}); pass --column")
+        raise ValueError(f"{path}: no {column!r} column (columns: {', '.join(rows[0])}); "
+                         f"name the rate column with column=NAME (--param column=NAME, or in the trace)")
+    values = np.array([_number(path, i, column, r[column]) for i, r in enumerate(rows, start=2)])
+    if time_column and time_column in rows[0]:
+        times = np.array([_instant(path, i, time_column, r[time_column]) for i, r in enumerate(rows, start=2)])
+        back = np.flatnonzero(np.diff(times) <= 0)
+        if back.size:
+            i = int(back[0])
+            raise ValueError(f"{path}: rows must be in increasing {time_column!r} order, but row {i + 3} "
+                             f"({rows[i + 1][time_column]}) does not come after row {i + 2} "
+                             f"({rows[i][time_column]}); sort the file by {time_column!r}")
+        times -= times[0]
+        values = np.interp(np.arange(int(times[-1]) + 1), times, values)
+    if seconds is not None:
+        keep = _seconds(seconds, "seconds")
+        if keep > values.size:
+            raise ValueError(f"{path}: holds {values.size} s of rates, not the {keep} s asked for; "
+                             f"ask for at most {values.size} s (--hours/--days)")
+        values = values[:keep]
+    return Workload(Path(path).stem, np.maximum(values, 0.0), _changes(path, changes, values.size))
+
+
+def _number(path: str | Path, row: int, column: str, text: str | None) -> float:
     try:
-        values = np.array([float(r[column]) for r in rows])
-        if time_column and time_column in rows[0]:
-            times = np.array([float(r[time_column]) for r in rows])
-            times -= times[0]
-            values = np.interp(np.arange(int(times[-1]) + 1), times, values)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}; every {column!r} value must be a number") from None
-    return Workload(Path(path).stem, np.maximum(values, 0.0))
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: row {row}: {column!r} is {text!r}, not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{path}: row {row}: {column!r} is {text!r}; every value must be finite")
+    return value
+
+
+def _instant(path: str | Path, row: int, column: str, text: str | None) -> float:
+    """Seconds, from a number or an ISO 8601 timestamp."""
+    try:
+        return _number(path, row, column, text)
+    except ValueError:
+        pass
+    try:
+        return _when(str(text)).timestamp()
+    except ValueError:
+        raise ValueError(f"{path}: row {row}: {column!r} is {text!r}: use seconds or ISO 8601 "
+                         "(2026-11-23T10:00:00Z)") from None
+
+
+def _changes(path: str | Path, changes: Any, seconds: int) -> tuple[int, ...]:
+    """Change points from a list of seconds, or text like "1800,3600" (a command-line value)."""
+    items = [c for c in str(changes).replace(";", ",").split(",") if c.strip()] \
+        if isinstance(changes, (str, int, float)) else list(changes)
+    found = []
+    for item in items:
+        try:
+            second = float(item)
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: changes holds {item!r}; list seconds from the start, e.g. changes=1800,3600") from None
+        if not (math.isfinite(second) and 0 <= second < seconds):
+            raise ValueError(f"{path}: change at {item!r} s is outside the replay's 0..{seconds - 1} s")
+        found.append(int(second))
+    return tuple(sorted(found))
 
 
 def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15) -> Workload:

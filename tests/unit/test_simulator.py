@@ -121,8 +121,47 @@ def test_workloads_are_seeded_and_validated(tmp_path):
     path.write_text("time,rate\n0,100\n10,200\n")
     replay = workloads.build("csv", path=str(path))
     assert replay.seconds == 11 and replay.rate[5] == 150
-    with pytest.raises(ValueError, match="no 'records' column"):
+
+
+def test_a_csv_replay_refuses_bad_files_in_one_line_naming_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="no such file; check the path"):
+        workloads.build("csv", path=str(tmp_path / "missing.csv"))
+    path = tmp_path / "rates.csv"
+    path.write_text("time,rate\n0,100\n10,200\n")
+    with pytest.raises(ValueError, match=r"name the rate column with column=NAME \(--param column=NAME"):
         workloads.build("csv", path=str(path), column="records")
+    path.write_text("time,rate\n0,100\n10,lots\n")
+    with pytest.raises(ValueError, match="row 3: 'rate' is 'lots', not a number"):
+        workloads.build("csv", path=str(path))
+    path.write_text("time,rate\n0,100\n20,300\n10,200\n")
+    with pytest.raises(ValueError, match="row 4 \\(10\\) does not come after row 3 \\(20\\); sort the file by 'time'"):
+        workloads.build("csv", path=str(path))
+    path.write_text("time,rate\nnoon,100\n")
+    with pytest.raises(ValueError, match="'time' is 'noon': use seconds or ISO 8601"):
+        workloads.build("csv", path=str(path))
+
+
+def test_a_csv_replay_reads_iso_timestamps_a_length_and_change_points(tmp_path):
+    path = tmp_path / "rates.csv"
+    path.write_text("time,rate\n2026-11-23T10:00:00Z,100\n2026-11-23T10:01:00Z,700\n2026-11-23T10:02:00Z,700\n")
+    replay = workloads.build("csv", path=str(path), changes="30,60")
+    assert replay.seconds == 121 and replay.rate[30] == 400 and replay.changes == (30, 60)
+    assert workloads.build("csv", path=str(path), seconds=90).seconds == 90
+    with pytest.raises(ValueError, match="holds 121 s of rates, not the 3600 s asked for"):
+        workloads.build("csv", path=str(path), seconds=3600)
+    with pytest.raises(ValueError, match="change at '500' s is outside the replay's 0..120 s"):
+        workloads.build("csv", path=str(path), changes="500")
+
+
+def test_simulate_replays_a_csv_for_the_hours_asked(tmp_path, capsys):
+    path = tmp_path / "rates.csv"
+    path.write_text("time,rate\n0,1000\n7200,3000\n")
+    assert main(["simulate", "--workload", "csv", "--param", f"path={path}", "--param", "changes=600",
+                 "--hours", "1", "--partitions", "4", "--policy", "utilization", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["converge_rescales"] is not None  # a replay with change points is scored on them
+    assert main(["simulate", "--workload", "csv", "--param", f"path={path}", "--hours", "3"]) == 2
+    assert "holds 7201 s of rates, not the 10800 s asked for" in capsys.readouterr().err
 
 
 def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
