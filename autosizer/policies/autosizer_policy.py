@@ -8,8 +8,10 @@ What it adds to the utilization rule, and why:
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
 - Hysteresis. It scales down only when the smaller factor would run at or below
-  `scale_down_utilization` of the highest input over `trend_window_s`, and never while the
-  job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
+  `scale_down_utilization` of the highest input over `trend_window_s`, and of the input's usual
+  level over `lull_memory_s` (the median of its 5-minute peaks: a lull or an upstream outage
+  shorter than half of that is not less work, and what it held back comes back), and never while
+  the job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
   busiest key bucket's share of each partition at that factor (the pipeline counts it for every
@@ -55,6 +57,8 @@ class AutosizerState:
     trial: tuple[int, int, float, float] | None = None
     ceiling: int | None = None
     ceiling_until: float = -math.inf
+    # the highest input per slice of the last `peak_memory_s`: (slice start, records/s)
+    peaks: tuple[tuple[float, float], ...] = ()
 
 
 class AutosizerPolicy:
@@ -63,7 +67,8 @@ class AutosizerPolicy:
     def __init__(self, target_utilization: float = 0.8, scale_down_utilization: float = 0.5,
                  catch_up_seconds: float = 300.0, horizon_s: float = 120.0,
                  settle_s: float = 60.0, ceiling_memory_s: float = 6 * 3600.0,
-                 hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0):
+                 hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0,
+                 lull_memory_s: float = 3600.0):
         self.target = fraction("target_utilization", target_utilization)
         self.down = fraction("scale_down_utilization", scale_down_utilization)
         if self.down >= self.target:
@@ -77,12 +82,17 @@ class AutosizerPolicy:
         self.window = positive("trend_window_s", trend_window_s)
         # lag (s) above which the processed rate is the job's throughput, not just its input
         self.backlog_s = positive("backlog_s", backlog_s)
+        # a scale-down must also fit the input's usual level over this long (the median of its
+        # slices' peaks): a lull or an outage shorter than half of it is not a reason to scale
+        # down, since what it held back comes back
+        self.lull_memory = positive("lull_memory_s", lull_memory_s)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
         obs, current = observation, observation.factor
         last = state if isinstance(state, AutosizerState) else AutosizerState()
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
+        peaks = _remember_peak(last.peaks, obs.time, obs.input_rate, self.lull_memory)
         task_rate = obs.task_rate or last.task_rate
         capacity = obs.capacity(current, task_rate) if task_rate else 0.0
         backlogged = _behind(obs, self.backlog_s)
@@ -98,7 +108,7 @@ class AutosizerPolicy:
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
-                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until)
+                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -142,11 +152,18 @@ class AutosizerPolicy:
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
-            peak = max(forecast, max(rates))
-            fits = obs.capacities(task_rate) * self.down >= peak
-            wish = next((f for f, ok in zip(FACTORS, fits.tolist(), strict=True) if f >= current or ok), current)
-            reason = (f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization" if wish < current
-                      else f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s")
+            recent = max(forecast, max(rates))
+            peak = max(recent, _usual(peaks))
+            capacities = obs.capacities(task_rate) * self.down
+            wish = next((f for f, c in zip(FACTORS, capacities.tolist(), strict=True) if f >= current or c >= peak),
+                        current)
+            if wish < current:
+                reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization"
+            elif peak > recent and capacity * self.down >= recent:
+                reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
+                          f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)")
+            else:
+                reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
@@ -214,6 +231,30 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
+
+
+def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: float,
+                   memory_s: float) -> tuple[tuple[float, float], ...]:
+    """The highest input per twelfth of `memory_s`, the slices older than that dropped: twelve
+    numbers stand for an hour of ticks."""
+    slice_s = memory_s / 12
+    kept = [p for p in peaks if p[0] > now - memory_s]
+    if not math.isfinite(rate):
+        return tuple(kept)
+    if kept and kept[-1][0] > now - slice_s:
+        kept[-1] = (kept[-1][0], max(kept[-1][1], rate))
+    else:
+        kept.append((now, rate))
+    return tuple(kept)
+
+
+def _usual(peaks: tuple[tuple[float, float], ...]) -> float:
+    """The input's usual level: the median of the slices' peaks (0 with none)."""
+    values = sorted(r for _, r in peaks)
+    if not values:
+        return 0.0
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _hottest(obs: Observation, factor: int) -> float:

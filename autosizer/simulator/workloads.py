@@ -83,6 +83,23 @@ def flash_crowd(base: float = 2000, peak: float = 10000, at: float = 1800, rise:
     return _noisy("flash-crowd", rate, noise, seed, (int(at),))
 
 
+def outage(rate: float = 6000, at: float = 3600, down: float = 1200, backfill: float = 3.0,
+           seconds: float = 14400, noise: float = 0.05, seed: int = 1) -> Workload:
+    """Steady input that stops for `down` seconds (an upstream outage), then comes back at
+    `backfill` times the rate until what was held back is delivered, then steady again."""
+    if not backfill > 1:
+        raise ValueError(f"backfill must be > 1 (the held-back input must drain), not {backfill!r}")
+    total = _seconds(seconds, "seconds")
+    catch_up = int(down / (backfill - 1))  # seconds at backfill x rate to deliver `down` s of input
+    start, back, steady = int(at), int(at + down), int(at + down) + catch_up
+    if steady >= total:
+        raise ValueError(f"the outage and its backfill end at {steady} s, after the {total} s run")
+    values = np.full(total, float(rate))
+    values[start:back] = 0.0
+    values[back:steady] = rate * backfill
+    return _noisy("outage", values, noise, seed, (start, back, steady))
+
+
 def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "time",
              seconds: float | None = None, changes: Any = ()) -> Workload:
     """Replay a CSV of rates, resampled to 1 s (linear) when it has a time column (epoch or
@@ -197,6 +214,7 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
     "ramp": ramp,
     "diurnal": diurnal,
     "flash-crowd": flash_crowd,
+    "outage": outage,
     "csv": from_csv,
     "prometheus": from_prometheus,
 }

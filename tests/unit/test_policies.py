@@ -203,6 +203,23 @@ def test_autosizer_does_not_take_records_late_to_the_broker_for_a_backlog():
     assert "scale-up 16 -> 32 measured capacity" in decision.reason  # not "throughput under backlog"
 
 
+def test_autosizer_does_not_scale_down_into_a_lull_but_does_when_the_level_drops():
+    policy = load_policy("autosizer")
+    state = None
+    for t in range(0, 3600, 15):  # an hour at 8,000/s on 8: 62% of its 12,800/s, in band
+        decision, state = policy.decide(observe(factor=8, input_rate=8000, task_rate=400, time=t), state)
+        assert decision.factor == 8
+    for t in range(3600, 4800, 15):  # 20 min with no input: the hour's usual level is 8,000/s
+        decision, state = policy.decide(observe(factor=8, input_rate=0, task_rate=400, time=t), state)
+        assert decision.factor == 8
+    assert "a lull, not less work" in decision.reason
+    for t in range(4800, 8400, 15):  # an hour at 1,000/s: that is the level now
+        decision, state = policy.decide(observe(factor=8, input_rate=1000, task_rate=400, time=t), state)
+    assert decision.factor < 8 and "fits" in decision.reason
+    with pytest.raises(ValueError, match="lull_memory_s"):
+        load_policy("autosizer", {"lull_memory_s": 0})
+
+
 def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
     """The demo's case: 1,200/s over 4 partitions at 100/s per task. Even buckets at F=4 would
     run at 75%, but 50 keys per partition put a third of a partition in its busiest bucket."""

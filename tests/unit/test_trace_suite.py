@@ -68,3 +68,14 @@ def test_cpu_bound_work_is_not_scaled_past_the_useful_factor(suite):
     assert sum(1 for r in run.rescales if r.new > useful) <= 1
     # The utilization baseline, which measures a task's rate at the current factor, keeps going.
     assert suite["cpu-bound", "utilization"][0].factor.max() > 2 * useful
+
+
+def test_an_outage_upstream_is_not_a_reason_to_scale_down(suite):
+    """20 min of no input, then the backlog upstream at 3x: `utilization`'s 300 s window never
+    sees the lull; a policy that scaled down during it meets the backfill small and behind a
+    cooldown (before the lull rule: 16 -> 4 at the end of the lull, lag peaking near 450 s)."""
+    run, result = suite["outage-backfill", "autosizer"]
+    workload = load_trace("outage-backfill").workload
+    start, back, _ = workload.changes
+    assert run.factor[start:back].min() >= run.factor[start - 1]
+    assert result.violation_s <= suite["outage-backfill", "utilization"][1].violation_s
