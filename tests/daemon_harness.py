@@ -25,7 +25,8 @@ FAST = {
     "prometheus": {"window": "4s", "timeout_s": 2.0},
     "guards": {"cooldown_s": 8.0, "scale_down_delay_s": 6.0, "max_age_s": 10.0, "max_factor": 8},
     "policy": {"name": "autosizer", "settings": {
-        "settle_s": 8.0, "horizon_s": 10.0, "trend_window_s": 20.0, "catch_up_seconds": 30.0}},
+        "settle_s": 8.0, "horizon_s": 10.0, "trend_window_s": 20.0, "catch_up_seconds": 30.0,
+        "lull_memory_s": 24.0}},
     "actuator": {"name": "restart-in-driver", "settings": {
         "drain_timeout_s": 60.0, "start_timeout_s": 90.0, "verify_timeout_s": 90.0,
         "verify_window_s": 6.0}},

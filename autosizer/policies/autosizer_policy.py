@@ -138,7 +138,10 @@ class AutosizerPolicy:
                 lag -= float(task_lag[top])
         details: dict[str, Any] = {"forecast": forecast, "task_rate": task_rate, "lag": lag,
                                    "capacity": capacity, "duty": obs.duty,
-                                   "utilization": forecast / capacity if capacity else None}
+                                   "utilization": forecast / capacity if capacity else None,
+                                   # the input now against the current factor's capacity: >= 1
+                                   # is an overload that grows the backlog every second
+                                   "input_utilization": obs.input_rate / capacity if capacity else 0.0}
         if throughput is not None:
             details["throughput"] = throughput
         if hot is not None:

@@ -3,6 +3,11 @@
 In order: hold on untrustworthy metrics (partial, missing, NaN, stale: never scale down on bad
 data), clamp to [min_factor, max_factor], limit the step, hold during the cooldown after a
 rescale, and scale down only once the wish has lasted `scale_down_delay_s` (lazy scale-down).
+
+The cooldown is shorter (`overload_cooldown_s`) for a scale-up when the policy reports that the
+input already exceeds the current factor's measured capacity (`input_utilization` >= 1 in its
+details): the backlog then grows every second, and a full cooldown turns one fast ramp into a
+ladder of rescales behind it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class Guards:
     max_factor: int = 1024
     max_step: int = 4  # one decision multiplies or divides the factor by at most this
     cooldown_s: float = 300.0
+    overload_cooldown_s: float = 60.0  # the cooldown for a scale-up when the input exceeds capacity
     scale_down_delay_s: float = 600.0
     max_age_s: float = 60.0
 
@@ -34,7 +40,7 @@ class Guards:
             raise ValueError(f"min_factor {self.min_factor} is above max_factor {self.max_factor}")
         if self.max_step < 2 or self.max_step & (self.max_step - 1):
             raise ValueError(f"max_step must be a power of two >= 2, not {self.max_step!r}")
-        for name in ("cooldown_s", "scale_down_delay_s", "max_age_s"):
+        for name in ("cooldown_s", "overload_cooldown_s", "scale_down_delay_s", "max_age_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)!r}")
 
@@ -59,9 +65,12 @@ class Guards:
                 state = replace(state, scale_down_since=None)
             reason = wish.reason if wish.reason.startswith("hold") else f"hold: {wish.reason}"
             return Decision(current, reason, details), state
-        if observation.since_rescale_s < self.cooldown_s:
+        cooldown = self.cooldown_s
+        if target > current and wish.details.get("input_utilization", 0.0) >= 1.0:
+            cooldown = min(cooldown, self.overload_cooldown_s)
+        if observation.since_rescale_s < cooldown:
             return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
-                                     f"last rescale < {self.cooldown_s:.0f}s", details), state
+                                     f"last rescale < {cooldown:.0f}s", details), state
         if target < current:
             since = state.scale_down_since if state.scale_down_since is not None else observation.time
             waited = observation.time - since

@@ -123,6 +123,20 @@ def test_guards_clamp_and_limit_the_step(current, wish, step):
             assert decision.factor > current
 
 
+def test_an_overload_shortens_the_cooldown_for_a_scale_up_only():
+    guards = Guards(cooldown_s=300, overload_cooldown_s=60)
+    over = Decision(8, "more", {"input_utilization": 1.3})
+    held, _ = guards.apply(observe(factor=2, since_rescale_s=45), over)
+    assert held.factor == 2 and "< 60s" in held.reason
+    up, _ = guards.apply(observe(factor=2, since_rescale_s=75), over)
+    assert up.factor == 8
+    # Below capacity (only the forecast needs more), the full cooldown holds.
+    calm, _ = guards.apply(observe(factor=2, since_rescale_s=75), Decision(8, "more", {"input_utilization": 0.9}))
+    assert calm.factor == 2 and "< 300s" in calm.reason
+    with pytest.raises(ValueError, match="overload_cooldown_s must be >= 0"):
+        Guards(overload_cooldown_s=-1)
+
+
 def test_cooldown_and_lazy_scale_down():
     guards = Guards(cooldown_s=300, scale_down_delay_s=600)
     up, _ = guards.apply(observe(factor=2, since_rescale_s=100), Decision(8, "more"))

@@ -79,3 +79,12 @@ def test_an_outage_upstream_is_not_a_reason_to_scale_down(suite):
     start, back, _ = workload.changes
     assert run.factor[start:back].min() >= run.factor[start - 1]
     assert result.violation_s <= suite["outage-backfill", "utilization"][1].violation_s
+
+
+def test_a_fast_ramp_is_followed_without_a_ladder_of_cooldowns(suite):
+    """1,000 -> 16,000/s in 10 min. With the full 300 s cooldown between scale-ups the job went
+    4 -> 8 -> 32 -> 64 behind the ramp: 169 violation-seconds, lag peaking at 77 s. Once the
+    input exceeds the current factor's capacity, the cooldown for a scale-up is 60 s."""
+    run, result = suite["fast-ramp", "autosizer"]
+    assert result.violation_s == 0 and run.lag_seconds.max() < 30
+    assert result.violation_s < suite["fast-ramp", "utilization"][1].violation_s
