@@ -156,13 +156,15 @@ class AutosizerPolicy:
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
             recent = max(forecast, max(rates))
-            peak = max(recent, _usual(peaks))
-            capacities = obs.capacities(task_rate) * self.down
-            wish = next((f for f, c in zip(FACTORS, capacities.tolist(), strict=True) if f >= current or c >= peak),
-                        current)
+            capacities = (obs.capacities(task_rate) * self.down).tolist()
+            smaller = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= recent)
+            wish, peak = current, recent
+            if smaller < current:  # the recent input would fit less: does the usual level too?
+                peak = max(recent, _usual(peaks))
+                wish = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= peak)
             if wish < current:
                 reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization"
-            elif peak > recent and capacity * self.down >= recent:
+            elif smaller < current:
                 reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
                           f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)")
             else:
@@ -241,6 +243,10 @@ def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: flo
     """The highest input per twelfth of `memory_s`, the slices older than that dropped: twelve
     numbers stand for an hour of ticks."""
     slice_s = memory_s / 12
+    if peaks and peaks[-1][0] > now - slice_s and peaks[0][0] > now - memory_s:  # most ticks
+        if not rate > peaks[-1][1]:  # not higher (or NaN): nothing to change
+            return peaks
+        return (*peaks[:-1], (peaks[-1][0], rate))
     kept = [p for p in peaks if p[0] > now - memory_s]
     if not math.isfinite(rate):
         return tuple(kept)
