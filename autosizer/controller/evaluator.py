@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autosizer.controller.collector import Labels, Samples
-from autosizer.elasticity import FACTORS, Layout, TopicPartition
-from autosizer.policies.base import Observation, PartitionStats, TaskStats
+from autosizer.controller.queries import hot_share_table, partition_of
+from autosizer.elasticity import Layout, TopicPartition
+from autosizer.policies.base import Observation, PartitionStats, TaskStats, batch_duty
 
 REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
 
@@ -37,7 +38,7 @@ class Evaluator:
         for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate"):
             column = np.full(len(partitions), np.nan)
             for labels, value in samples.series.get(name, ()):
-                i = index.get(_partition(labels))
+                i = index.get(partition_of(labels))
                 if i is not None:
                     column[i] = value
             columns[name] = column
@@ -106,34 +107,10 @@ def _capacity(samples: Samples, layout: Layout,
     rates = [v for labels, v in samples.series.get("task_saturated_rate", ())
              if labels.get("task") in names and math.isfinite(v) and v > 0]
     saturated = float(np.median(rates)) if rates else None
-    hot: np.ndarray | None = None
-    for labels, value in samples.series.get("hot_share", ()):
-        i, factor = index.get(_partition(labels)), _int(labels.get("factor"))
-        if i is None or factor not in FACTORS or not (math.isfinite(value) and 0 < value <= 1):
-            continue
-        if hot is None:
-            hot = np.full((len(index), len(FACTORS)), np.nan)
-        hot[i, FACTORS.index(factor)] = value
-    deadline = _single(samples.series.get("batch_deadline_seconds", ()))
-    overhead = _single(samples.series.get("batch_overhead_seconds", ()))
-    duty = 1.0
-    if deadline is not None and overhead is not None and deadline > 0 and overhead >= 0:
-        duty = deadline / (deadline + overhead)
+    hot = hot_share_table(samples.series.get("hot_share", ()), index)
+    duty = batch_duty(_single(samples.series.get("batch_deadline_seconds", ())),
+                      _single(samples.series.get("batch_overhead_seconds", ())))
     return saturated, hot, duty
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _partition(labels: Labels) -> TopicPartition | None:
-    try:
-        return labels["topic"], int(labels["partition"])
-    except (KeyError, ValueError):
-        return None
 
 
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:

@@ -7,7 +7,13 @@ and Burrow equivalents for the partition-level queries.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from string import Template
+
+import numpy as np
+
+from autosizer.elasticity import FACTORS, TopicPartition
 
 DEFAULT_QUERIES: dict[str, str] = {
     # per partition (labels topic, partition)
@@ -39,3 +45,29 @@ TASK_QUERIES = ("task_lag_records", "task_processed_rate", "task_process_seconds
 
 def render(query: str, selector: str, window: str) -> str:
     return Template(query).safe_substitute(selector=selector, window=window)
+
+
+def partition_of(labels: Mapping[str, str]) -> TopicPartition | None:
+    """The (topic, partition) a series is about, or None when its labels do not say."""
+    try:
+        return labels["topic"], int(labels["partition"])
+    except (KeyError, ValueError):
+        return None
+
+
+def hot_share_table(rows: Iterable[tuple[Mapping[str, str], float]],
+                    index: Mapping[TopicPartition, int]) -> np.ndarray | None:
+    """`autosizer_pipeline_hot_share` as (partitions in `index`, len(FACTORS)), NaN where no
+    usable value (0 < share <= 1) was read; None when nothing was. The daemon reads it at a tick,
+    `autosizer fit` from a run's last samples: one reading, so both describe the same job."""
+    table: np.ndarray | None = None
+    for labels, value in rows:
+        i, factor = index.get(partition_of(labels)), labels.get("factor", "")
+        if i is None or not factor.isdigit() or int(factor) not in FACTORS:
+            continue
+        if not (math.isfinite(value) and 0 < value <= 1):
+            continue
+        if table is None:
+            table = np.full((len(index), len(FACTORS)), np.nan)
+        table[i, FACTORS.index(int(factor))] = value
+    return table

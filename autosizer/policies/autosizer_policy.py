@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ class AutosizerState:
     trial: tuple[int, int, float, float] | None = None
     ceiling: int | None = None
     ceiling_until: float = -math.inf
-    # the highest input per slice of the last `peak_memory_s`: (slice start, records/s)
+    # the highest input per slice of the last `lull_memory_s`: (slice start, records/s)
     peaks: tuple[tuple[float, float], ...] = ()
 
 
@@ -138,10 +139,7 @@ class AutosizerPolicy:
                 lag -= float(task_lag[top])
         details: dict[str, Any] = {"forecast": forecast, "task_rate": task_rate, "lag": lag,
                                    "capacity": capacity, "duty": obs.duty,
-                                   "utilization": forecast / capacity if capacity else None,
-                                   # the input now against the current factor's capacity: >= 1
-                                   # is an overload that grows the backlog every second
-                                   "input_utilization": obs.input_rate / capacity if capacity else 0.0}
+                                   "utilization": forecast / capacity if capacity else None}
         if throughput is not None:
             details["throughput"] = throughput
         if hot is not None:
@@ -259,11 +257,7 @@ def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: flo
 
 def _usual(peaks: tuple[tuple[float, float], ...]) -> float:
     """The input's usual level: the median of the slices' peaks (0 with none)."""
-    values = sorted(r for _, r in peaks)
-    if not values:
-        return 0.0
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    return statistics.median(r for _, r in peaks) if peaks else 0.0
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -232,6 +232,14 @@ class Policy(Protocol):
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]: ...
 
 
+def batch_duty(deadline_s: float | None, overhead_s: float | None) -> float:
+    """The share of a saturated job's time its tasks work: deadline / (deadline + a batch's fixed
+    cost); 1 without batches or without a measure of either."""
+    if deadline_s is None or overhead_s is None or not deadline_s > 0 or not overhead_s >= 0:
+        return 1.0
+    return deadline_s / (deadline_s + overhead_s)
+
+
 def filled_hot_shares(table: np.ndarray | None, partitions: int) -> np.ndarray:
     """A hot-share table with every entry usable: unknown (NaN, <= 0) or missing ones are even
     buckets, and no bucket holds less than an even share."""

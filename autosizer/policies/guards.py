@@ -4,10 +4,10 @@ In order: hold on untrustworthy metrics (partial, missing, NaN, stale: never sca
 data), clamp to [min_factor, max_factor], limit the step, hold during the cooldown after a
 rescale, and scale down only once the wish has lasted `scale_down_delay_s` (lazy scale-down).
 
-The cooldown is shorter (`overload_cooldown_s`) for a scale-up when the policy reports that the
-input already exceeds the current factor's measured capacity (`input_utilization` >= 1 in its
-details): the backlog then grows every second, and a full cooldown turns one fast ramp into a
-ladder of rescales behind it.
+The cooldown is shorter (`overload_cooldown_s`) for a scale-up when the input already exceeds
+the current factor's measured capacity (`Observation.capacity`): the backlog then grows every
+second, and a full cooldown turns one fast ramp into a ladder of rescales behind it. Whatever the
+policy, the guard reads that from the observation itself.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Guards:
             reason = wish.reason if wish.reason.startswith("hold") else f"hold: {wish.reason}"
             return Decision(current, reason, details), state
         cooldown = self.cooldown_s
-        if target > current and wish.details.get("input_utilization", 0.0) >= 1.0:
+        if target > current and _overloaded(observation):
             cooldown = min(cooldown, self.overload_cooldown_s)
         if observation.since_rescale_s < cooldown:
             return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
@@ -79,3 +79,9 @@ class Guards:
                                           f"< {self.scale_down_delay_s:.0f}s", details),
                         GuardState(scale_down_since=since))
         return Decision(target, wish.reason, details), GuardState()
+
+
+def _overloaded(observation: Observation) -> bool:
+    """The input exceeds what the current factor was measured to take (unknown: not overloaded)."""
+    rate = observation.task_rate
+    return rate is not None and observation.input_rate >= observation.capacity(observation.factor, rate) > 0

@@ -87,6 +87,23 @@ def _arrived_at(cum, rate, x):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
+def _oldest(arrivals, x, p, c):  # pragma: no cover
+    """Partition p's oldest unprocessed record, as a position in the cumulative input: its
+    slowest queue with input (c, the input so far, when every queue is empty)."""
+    oldest = c
+    for q in range(2):
+        if arrivals[p, q] > 0:
+            oldest = min(oldest, x[p, q])
+    return oldest
+
+
+@njit(cache=True, nogil=True)
+def _age(cum, rate, now, c, oldest):  # pragma: no cover
+    """Seconds since the record at position `oldest` arrived; 0 when nothing is waiting."""
+    return max(0.0, now - _arrived_at(cum, rate, oldest)) if oldest < c else 0.0
+
+
+@njit(cache=True, nogil=True)
 def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma: no cover
     """The end of second s of the block: backlog, and the age of the oldest unprocessed record
     (the slowest queue's position: the lowest position holds the oldest record)."""
@@ -98,9 +115,9 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
         for q in range(2):
             if arrivals[p, q] > 0:
                 total += arrivals[p, q] * max(0.0, c - x[p, q])
-                oldest = min(oldest, x[p, q])
+        oldest = min(oldest, _oldest(arrivals, x, p, c))
     lag_records[s] = total
-    lag_seconds[s] = max(0.0, now - _arrived_at(cum, rate, oldest)) if oldest < c else 0.0
+    lag_seconds[s] = _age(cum, rate, now, c, oldest)
 
 
 @njit(cache=True, nogil=True)
@@ -123,11 +140,7 @@ def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end
         now = t0 + s + 1
         c = _cum_at(cum, rate, now)
         for p in range(arrivals.shape[0]):
-            oldest = c
-            for q in range(2):
-                if arrivals[p, q] > 0:
-                    oldest = min(oldest, x[p, q])
-            ages[k, p] = max(0.0, now - _arrived_at(cum, rate, oldest)) if oldest < c else 0.0
+            ages[k, p] = _age(cum, rate, now, c, _oldest(arrivals, x, p, c))
 
 
 @njit(cache=True, nogil=True)

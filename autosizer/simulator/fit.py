@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from autosizer.elasticity import FACTORS
+from autosizer.controller.queries import hot_share_table, partition_of
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -57,7 +57,7 @@ class Fitted:
 def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:
     """The job model these series describe; what they do not say keeps `base`'s value."""
     base = base or JobModel()
-    partitions = sorted({_partition(labels) for labels, _ in series.get("input_rate", ())} - {None})
+    partitions = sorted({partition_of(labels) for labels, _ in series.get("input_rate", ())} - {None})
     if not partitions:
         raise ValueError("no input rate series: is Prometheus scraping the pipeline's /metrics?")
     index = {p: i for i, p in enumerate(partitions)}
@@ -66,19 +66,17 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     for labels, points in series["input_rate"]:
         values = [v for _, v in points if math.isfinite(v)]
         if values:
-            weights[index[_partition(labels)]] = float(np.mean(values))  # type: ignore[index]
+            weights[index[partition_of(labels)]] = float(np.mean(values))  # type: ignore[index]
     if weights.sum() > 0:
         settings["partition_weights"] = tuple(float(w) for w in weights)
     rate = _median(series.get("saturated_rate", ()))
     if rate:
         settings["process_seconds"] = 1.0 / rate
-    table = np.full((len(partitions), len(FACTORS)), np.nan)
-    for labels, points in series.get("hot_share", ()):
-        i, factor = index.get(_partition(labels)), labels.get("factor", "")  # type: ignore[arg-type]
-        last = [v for _, v in points if math.isfinite(v) and 0 < v <= 1]
-        if i is not None and factor.isdigit() and int(factor) in FACTORS and last:
-            table[i, FACTORS.index(int(factor))] = last[-1]
-    if np.isfinite(table).all():
+    # the run's last usable reading of each series
+    table = hot_share_table(((labels, next((v for _, v in reversed(points) if math.isfinite(v) and 0 < v <= 1),
+                                           math.nan))
+                             for labels, points in series.get("hot_share", ())), index)
+    if table is not None and np.isfinite(table).all():
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
     settings.update(_overhead(series, len(partitions)))
     deadline = _median(series.get("deadline", ()))
@@ -178,13 +176,6 @@ def _toml(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
-
-
-def _partition(labels: Labels) -> tuple[str, int] | None:
-    try:
-        return labels.get("topic", ""), int(labels["partition"])
-    except (KeyError, ValueError):
-        return None
 
 
 def _points(series: Series | Sequence[Any]) -> list[tuple[float, float]]:

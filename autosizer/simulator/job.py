@@ -16,6 +16,7 @@ import numpy as np
 
 from autosizer.elasticity import FACTORS, validate_factor
 from autosizer.elasticity.buckets import key_hashes
+from autosizer.policies.base import batch_duty
 
 
 @dataclass(frozen=True)
@@ -162,9 +163,7 @@ class JobModel:
 
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""
-        if not self.batch_seconds:
-            return 1.0
-        return self.batch_seconds / (self.batch_seconds + self.overhead(factor or self.start_factor))
+        return batch_duty(self.batch_seconds, self.overhead(factor or self.start_factor))
 
     def hot_share_table(self) -> np.ndarray:
         """(partitions, len(FACTORS)): the busiest bucket's share of each partition, as the

@@ -125,13 +125,14 @@ def test_guards_clamp_and_limit_the_step(current, wish, step):
 
 def test_an_overload_shortens_the_cooldown_for_a_scale_up_only():
     guards = Guards(cooldown_s=300, overload_cooldown_s=60)
-    over = Decision(8, "more", {"input_utilization": 1.3})
-    held, _ = guards.apply(observe(factor=2, since_rescale_s=45), over)
+    more = Decision(8, "more")
+    # Factor 2 on 4 partitions at 400/s per task takes 3,200/s; 4,000/s arrive.
+    held, _ = guards.apply(observe(factor=2, input_rate=4000, since_rescale_s=45), more)
     assert held.factor == 2 and "< 60s" in held.reason
-    up, _ = guards.apply(observe(factor=2, since_rescale_s=75), over)
+    up, _ = guards.apply(observe(factor=2, input_rate=4000, since_rescale_s=75), more)
     assert up.factor == 8
     # Below capacity (only the forecast needs more), the full cooldown holds.
-    calm, _ = guards.apply(observe(factor=2, since_rescale_s=75), Decision(8, "more", {"input_utilization": 0.9}))
+    calm, _ = guards.apply(observe(factor=2, input_rate=3000, since_rescale_s=75), more)
     assert calm.factor == 2 and "< 300s" in calm.reason
     with pytest.raises(ValueError, match="overload_cooldown_s must be >= 0"):
         Guards(overload_cooldown_s=-1)
@@ -175,30 +176,29 @@ def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_cei
     assert decision.factor == 4 and "learned ceiling" in decision.reason
 
 
+def judged(before: dict, after: dict) -> Decision:
+    """The default policy's decision 100 s (settled) after a rescale from `before` to `after`."""
+    policy = load_policy("autosizer")
+    _, state = policy.decide(observe(**before))
+    decision, _ = policy.decide(observe(time=100, since_rescale_s=100, **after), state)
+    return decision
+
+
 def test_autosizer_keeps_the_useful_part_of_a_scale_up():
     """CPU-bound on 16 tasks' worth of cores: 1 -> 16 bought 4x, not 16x; 4 delivers as much."""
-    policy = load_policy("autosizer")
-    _, state = policy.decide(observe(factor=1, task_rate=400, input_rate=9000, lag=300_000,
-                                     processed=1600))
-    decision, _ = policy.decide(observe(factor=16, task_rate=100, input_rate=9000, lag=300_000,
-                                        processed=6400, time=100, since_rescale_s=100), state)
+    decision = judged(dict(factor=1, task_rate=400, input_rate=9000, lag=300_000, processed=1600),
+                      dict(factor=16, task_rate=100, input_rate=9000, lag=300_000, processed=6400))
     assert decision.factor == 4 and "4 delivers as much: back to 4" in decision.reason
 
 
 def test_autosizer_keeps_a_scale_up_whose_measured_throughput_grew():
-    policy = load_policy("autosizer")
-    _, state = policy.decide(observe(factor=4, task_rate=400, input_rate=9000, lag=200_000,
-                                     processed=6400))
+    behind = dict(factor=4, task_rate=400, input_rate=9000, lag=200_000, processed=6400)
     # Still behind after the move to 16, but the job now does 9,800/s.
-    decision, state = policy.decide(observe(factor=16, task_rate=400, input_rate=9000, lag=100_000,
-                                            processed=9800, time=100, since_rescale_s=100), state)
+    decision = judged(behind, dict(factor=16, task_rate=400, input_rate=9000, lag=100_000, processed=9800))
     assert decision.factor == 16
     assert "scale-up 4 -> 16 measured throughput under backlog 6400/s before, 9800/s after" in decision.reason
     # A scale-up that caught up is judged on the capacity measured after it (the task rate there).
-    _, state = policy.decide(observe(factor=4, task_rate=400, input_rate=9000, lag=200_000,
-                                     processed=6400))
-    decision, _ = policy.decide(observe(factor=16, task_rate=400, input_rate=9000, time=100,
-                                        since_rescale_s=100), state)
+    decision = judged(behind, dict(factor=16, task_rate=400, input_rate=9000))
     assert decision.factor == 16
     assert "scale-up 4 -> 16 measured capacity 6400/s before, 25600/s after" in decision.reason
 
@@ -207,12 +207,9 @@ def test_autosizer_does_not_take_records_late_to_the_broker_for_a_backlog():
     """The demo at factor 32: the producer fell behind, so records were 12 s old on arrival,
     but the job processed each batch's input (a few hundred records waiting). Its rate then is
     the input rate, not what it can do flat out, and must not judge 16 -> 32 ineffective."""
-    policy = load_policy("autosizer")
-    _, state = policy.decide(observe(factor=16, task_rate=100, input_rate=1200, lag=40_000,
-                                     processed=1065))
     late = PartitionStats.from_rows({("orders", p): (200, 12.0, 220, 218) for p in range(4)})
-    decision, _ = policy.decide(observe(factor=32, task_rate=100, input_rate=880, time=100,
-                                        since_rescale_s=100, partitions_override=late), state)
+    decision = judged(dict(factor=16, task_rate=100, input_rate=1200, lag=40_000, processed=1065),
+                      dict(factor=32, task_rate=100, input_rate=880, partitions_override=late))
     assert "back to" not in decision.reason and "ceiling" not in decision.reason
     assert "scale-up 16 -> 32 measured capacity" in decision.reason  # not "throughput under backlog"
 
