@@ -20,6 +20,7 @@ from autosizer.actuators.registry import load_actuator
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import Config
 from autosizer.controller.evaluator import Evaluator
+from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.metrics import DaemonMetrics, serve
@@ -45,7 +46,7 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None) -> Tick:
         guards=config.guards,
         actuator=load_actuator(config.actuator.name, context, dict(config.actuator.settings)),
         actuations=actuations, journal=DecisionJournal(store, config.daemon.journal_length),
-        metrics=metrics,
+        metrics=metrics, history_store=HistoryStore(store),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -19,14 +19,16 @@ from autosizer.actuators.base import Actuator, Outcome, Plan
 from autosizer.actuators.journal import ActuationJournal, JournalRefused, last_rescale
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.evaluator import Evaluation, Evaluator
+from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal, DecisionRecord
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore, StoreError
-from autosizer.policies.base import Decision, Policy
+from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
+from autosizer.policies.history import InputHistory
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +48,8 @@ class Tick:
     actuations: ActuationJournal
     journal: DecisionJournal
     metrics: DaemonMetrics | None = None
+    history_store: HistoryStore | None = None  # the input's recent days, for the policy's foresight
+    history: InputHistory | None = None  # loaded from it on the first tick
     policy_state: Any = None
     guard_state: GuardState = field(default_factory=GuardState)
     _reported_errors: tuple[str, ...] = ()
@@ -117,11 +121,26 @@ class Tick:
         obs = evaluation.observation
         if evaluation.problems:
             return Decision(layout.factor, "hold: " + "; ".join(evaluation.problems))
-        wish, self.policy_state = self.policy.decide(obs, self.policy_state)
+        wish, self.policy_state = self.policy.decide(self._with_history(obs), self.policy_state)
         decision, self.guard_state = overrides.guards(self.guards).apply(obs, wish, self.guard_state)
         if overrides.rescale:
             self._clear_rescale_override()
         return decision
+
+    def _with_history(self, obs: Observation) -> Observation:
+        """Record this tick's input in the history (Redis too) and hand the history to the policy;
+        a Redis failure costs only the write, the history in memory goes on."""
+        if self.history_store is None:
+            return obs
+        if self.history is None:
+            self.history = self.history_store.load()
+        day = self.history.record(obs.time, obs.input_rate)
+        if day is not None:
+            try:
+                self.history_store.save(self.history, day)
+            except StoreError as exc:
+                log.error("history.unwritable", job=self.store.job, error=str(exc))
+        return replace(obs, history=self.history)
 
     def _guarded(self, act) -> Outcome | Exception:
         """Run an actuation; a refusal or store failure is reported, never raised into the scheduler."""

@@ -69,7 +69,8 @@ class AutosizerPolicy:
                  catch_up_seconds: float = 300.0, horizon_s: float = 120.0,
                  settle_s: float = 60.0, ceiling_memory_s: float = 6 * 3600.0,
                  hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0,
-                 lull_memory_s: float = 3600.0):
+                 lull_memory_s: float = 3600.0, day_lead_s: float = 1800.0,
+                 day_ahead_s: float = 3600.0):
         self.target = fraction("target_utilization", target_utilization)
         self.down = fraction("scale_down_utilization", scale_down_utilization)
         if self.down >= self.target:
@@ -87,6 +88,11 @@ class AutosizerPolicy:
         # slices' peaks): a lull or an outage shorter than half of it is not a reason to scale
         # down, since what it held back comes back
         self.lull_memory = positive("lull_memory_s", lull_memory_s)
+        # with the input's recent days on record (Observation.history): size for the peak they
+        # expect over the next `day_lead_s`, and scale down only to a factor that fits the peak
+        # they expect over the next `day_ahead_s`
+        self.day_lead = positive("day_lead_s", day_lead_s)
+        self.day_ahead = positive("day_ahead_s", day_ahead_s)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
         obs, current = observation, observation.factor
@@ -129,6 +135,10 @@ class AutosizerPolicy:
                 return answer(back, reason, details)
 
         forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
+        day = obs.history.expected_peak(obs.time, self.day_lead) if obs.history else None
+        ahead = day is not None and day > forecast
+        if ahead:
+            forecast = day
         lag, hot = obs.lag_records, None
         task_lag = obs.tasks.lag_records
         # Only under factor > 1: at factor 1 a task is a whole partition, and splitting it helps.
@@ -147,7 +157,8 @@ class AutosizerPolicy:
 
         wish = self._cover(forecast, lag, obs, task_rate)
         if wish > current:
-            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
+            reason = (f"recent days expect {forecast:.0f}/s within {self.day_lead / 60:.0f} min; "
+                      if ahead else "") + (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
@@ -158,13 +169,17 @@ class AutosizerPolicy:
             smaller = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= recent)
             wish, peak = current, recent
             if smaller < current:  # the recent input would fit less: does the usual level too?
-                peak = max(recent, _usual(peaks))
+                coming = obs.history.expected_peak(obs.time, self.day_ahead, highest=True) if obs.history else None
+                peak = max(recent, _usual(peaks), coming or 0.0)
                 wish = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= peak)
             if wish < current:
                 reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization"
             elif smaller < current:
                 reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
-                          f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)")
+                          f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)"
+                          if peak > (coming or 0.0) else
+                          f"hold: input {recent:.0f}/s would fit less, but recent days expect "
+                          f"{peak:.0f}/s within {self.day_ahead / 60:.0f} min")
             else:
                 reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if hot is not None:

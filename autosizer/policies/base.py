@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from autosizer.elasticity import FACTORS, MAX_FACTOR, TopicPartition, validate_factor
+from autosizer.policies.history import InputHistory
 
 _add_reduce = np.add.reduce
 _max_reduce = np.maximum.reduce
@@ -119,6 +120,7 @@ class Observation:
     # each factor; NaN where unknown (even buckets are assumed there)
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
+    history: InputHistory | None = None  # the input by time of day over recent days, if recorded
     cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

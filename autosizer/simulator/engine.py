@@ -23,6 +23,7 @@ from numba import njit
 
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats
 from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
+from autosizer.policies.history import InputHistory
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -227,6 +228,7 @@ class _Model:
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names = tuple(("topic", p) for p in range(job.partitions))
+        self.history = InputHistory()  # what the daemon records in Redis, learned as the run goes
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the hottest bucket, the others)."""
@@ -297,7 +299,7 @@ class _Model:
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
-            cache={"shares": self.hot_table})  # already filled: not again on every tick
+            history=self.history, cache={"shares": self.hot_table})  # filled: not again each tick
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:
@@ -337,6 +339,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick
             observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
+            model.history.record(now, observation.input_rate)
             wish, policy_state = policy.decide(observation, policy_state)
             decision, guard_state = guards.apply(observation, wish, guard_state)
             if decision.factor == factor:

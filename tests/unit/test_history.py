@@ -1,0 +1,96 @@
+"""InputHistory: what the recorded days lead a policy to expect, and when it says nothing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autosizer.policies.history import DAY_S, InputHistory
+
+HOUR = 3600
+
+
+def days_of(history: InputHistory, days: range, rate_at) -> InputHistory:
+    """Record one sample a minute of `rate_at(seconds into the day, day)`."""
+    for day in days:
+        for second in range(0, DAY_S, 60):
+            history.record(day * DAY_S + second, rate_at(second, day))
+    return history
+
+
+def office(second: float, day: int = 0) -> float:
+    return 10_000.0 if 8 * HOUR <= second < 18 * HOUR else 500.0
+
+
+def test_nothing_is_expected_before_two_days_are_on_record():
+    history = days_of(InputHistory(), range(1), office)
+    assert history.expected_peak(1 * DAY_S + 7 * HOUR, 3600) is None
+    days_of(history, range(1, 2), office)
+    assert history.expected_peak(2 * DAY_S + 7.5 * HOUR, 3600) == 10_000.0
+
+
+def test_the_window_ahead_is_read_from_the_same_times_of_day():
+    history = days_of(InputHistory(), range(3), office)
+    today = 3 * DAY_S
+    assert history.expected_peak(today + 6 * HOUR, 3600) == 500.0, "the ramp is two hours away"
+    assert history.expected_peak(today + 7.5 * HOUR, 3600) == 10_000.0
+    assert history.expected_peak(today + 23.5 * HOUR, 3600) == 500.0, "past midnight: the next day"
+
+
+def test_a_weekday_is_expected_from_the_same_weekday_once_a_week_is_on_record():
+    def weekdays(second: float, day: int) -> float:
+        return office(second) if day % 7 < 5 else 500.0  # days 5 and 6 are a weekend
+
+    history = days_of(InputHistory(), range(8), weekdays)
+    # Day 12 is a weekend day: the three days before are weekdays, the same day a week back is not.
+    days_of(history, range(8, 12), weekdays)
+    assert history.expected_peak(12 * DAY_S + 9 * HOUR, 3600) == 500.0
+
+
+def test_a_day_that_breaks_the_pattern_is_not_trusted():
+    history = days_of(InputHistory(), range(3), office)
+    holiday = 3 * DAY_S
+    for second in range(0, 11 * HOUR, 60):  # 08:00-11:00 brought nothing like the usual 10,000/s
+        history.record(holiday + second, 500.0)
+    assert history.expected_peak(holiday + 11 * HOUR, 3600) is None
+    for second in range(11 * HOUR, 13 * HOUR, 60):  # the afternoon is an office day again
+        history.record(holiday + second, 10_000.0)
+    assert history.expected_peak(holiday + 13 * HOUR, 3600) == 10_000.0
+
+
+def test_the_highest_of_the_days_for_a_decision_a_peak_would_undo():
+    history = days_of(InputHistory(), range(3), lambda s, d: 1000.0 * (d + 1))
+    assert history.expected_peak(3 * DAY_S, 3600) == 2000.0  # the median
+    assert history.expected_peak(3 * DAY_S, 3600, highest=True) == 3000.0
+
+
+def test_old_days_are_dropped_and_bad_samples_ignored():
+    history = days_of(InputHistory(keep_days=3), range(6), office)
+    assert sorted(history.days) == [3, 4, 5]
+    assert history.record(6 * DAY_S, math.nan) is None
+    assert history.record(6 * DAY_S, -1.0) is None
+    with pytest.raises(ValueError, match="slot_s"):
+        InputHistory(slot_s=7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0, 1e6), min_size=3 * 24, max_size=3 * 24), st.floats(0, 3 * DAY_S),
+       st.floats(60, 4 * HOUR))
+def test_an_expectation_is_a_peak_that_was_recorded(hourly, now, ahead):
+    history = InputHistory(tolerance=10.0)  # trust every day: this checks the arithmetic
+    for i, rate in enumerate(hourly):
+        history.record(i * HOUR, rate)
+    found = history.expected_peak(3 * DAY_S + now % DAY_S, ahead, highest=True)
+    assert found is None or found in set(hourly)
+    assert found is None or found <= max(hourly)
+
+
+def test_recorded_peaks_keep_the_highest_sample_of_each_slot():
+    history = InputHistory()
+    for rate in (5.0, 9.0, 7.0):
+        history.record(100.0, rate)
+    assert history.days[0][0] == 9.0 and np.isnan(history.days[0][1])
