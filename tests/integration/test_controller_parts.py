@@ -23,8 +23,8 @@ from autosizer.controller.overrides import OverrideStore
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
-from autosizer.policies.history import InputHistory
 from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.policies.history import InputHistory
 from tests.daemon_harness import AUTOSIZER, ROOT, Exporter, start_daemon, stop, write_config
 from tests.integration.test_pipeline import wait_until
 
