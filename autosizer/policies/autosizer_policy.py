@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import math
-import statistics
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,8 +271,10 @@ def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: flo
 
 
 def _usual(peaks: tuple[tuple[float, float], ...]) -> float:
-    """The input's usual level: the median of the slices' peaks (0 with none)."""
-    return statistics.median(r for _, r in peaks) if peaks else 0.0
+    """The input's usual level: the second-highest of the slices' peaks (0 with none), a level it
+    reached twice in the memory: one burst is noise, a burst that recurs is load."""
+    highest = heapq.nlargest(2, (r for _, r in peaks))
+    return highest[-1] if highest else 0.0
 
 
 def _hottest(obs: Observation, factor: int) -> float:

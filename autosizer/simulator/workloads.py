@@ -98,6 +98,32 @@ def workday(low: float = 1000, high: float = 16000, opens: float = 8, closes: fl
                                                      if d * DAY + opens * 3600 < len(t)))
 
 
+def wave(low: float = 4000, high: float = 8000, period: float = 600, shape: str = "saw",
+         seconds: float = 6 * 3600, noise: float = 0.05, seed: int = 1) -> Workload:
+    """A periodic load between `low` and `high`: `saw` (a rise over the period, then a drop), `sine`
+    or `square`. With a period near the cooldown, or bounds either side of a factor's capacity,
+    it is the traffic that makes a policy flap."""
+    shapes = {"saw": lambda x: x, "sine": lambda x: 0.5 - 0.5 * np.cos(2 * math.pi * x),
+              "square": lambda x: (x >= 0.5).astype(np.float64)}
+    if shape not in shapes:
+        raise ValueError(f"shape must be one of {', '.join(shapes)}, not {shape!r}")
+    phase = (np.arange(_seconds(seconds, "seconds")) % _seconds(period, "period")) / period
+    return _noisy(f"wave-{shape}", low + (high - low) * shapes[shape](phase), noise, seed)
+
+
+def spikes(base: float = 4000, height: float = 4.0, every: float = 900, length: float = 30,
+           seconds: float = 6 * 3600, noise: float = 0.05, seed: int = 1) -> Workload:
+    """A steady `base` with bursts of `height` x base for `length` seconds, at random times about
+    `every` seconds apart (seeded): noise a policy should ride out, not chase."""
+    total = _seconds(seconds, "seconds")
+    rng = np.random.default_rng(seed)
+    rate = np.full(total, float(base))
+    at = rng.uniform(0.5, 1.5, size=int(total / _seconds(every, "every")) + 1).cumsum() * every
+    for start in at[at < total].astype(int):
+        rate[start:start + int(length)] = base * height
+    return _noisy("spikes", rate, noise, seed)
+
+
 def outage(rate: float = 6000, at: float = 3600, down: float = 1200, backfill: float = 3.0,
            seconds: float = 14400, noise: float = 0.05, seed: int = 1) -> Workload:
     """Steady input that stops for `down` seconds (an upstream outage), then comes back at
@@ -238,6 +264,8 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
     "flash-crowd": flash_crowd,
     "outage": outage,
     "workday": workday,
+    "wave": wave,
+    "spikes": spikes,
     "csv": from_csv,
     "dataset": dataset,
     "prometheus": from_prometheus,

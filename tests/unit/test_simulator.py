@@ -169,6 +169,10 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
             "cpu-bound"} <= set(trace_names())
     for name in trace_names():
         assert load_trace(name).workload.seconds > 0
+    with pytest.raises(ValueError, match="shape must be one of saw, sine, square"):
+        workloads.build("wave", shape="triangle")
+    with pytest.raises(ValueError, match="opens .* must be hours"):
+        workloads.build("workday", opens=20, closes=8)
     bad = tmp_path / "bad.toml"
     bad.write_text("[job]\npartitions = 4\n")
     with pytest.raises(ValueError, match="needs a \\[workload\\] table"):
