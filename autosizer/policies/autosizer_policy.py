@@ -33,8 +33,8 @@ What it adds to the utilization rule, and why:
 from __future__ import annotations
 
 import bisect
-import math
 import heapq
+import math
 from dataclasses import dataclass
 from typing import Any
 
