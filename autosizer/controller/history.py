@@ -2,7 +2,8 @@
 
 One hash per job (`history`): a field per UTC day number, holding that day's peak input per
 5-minute slot as a JSON list (null: not seen). A tick that raises its slot's peak rewrites only
-today's field; days past `keep_days` are deleted as a new one begins. Losing Redis loses only the
+today's field; days past `keep_days` are deleted when the history is loaded and as a new day
+begins. Losing Redis loses only the
 foresight: the policy reacts as it does with no history, and says so in its reasons.
 """
 
@@ -44,8 +45,14 @@ class HistoryStore:
             except (ValueError, TypeError) as exc:
                 self.log.error("history.bad_day", day=str(field), error=str(exc))
         newest = max(history.days, default=0)
-        for day in [d for d in history.days if d <= newest - self.keep_days]:
+        stale = [d for d in history.days if d <= newest - self.keep_days]
+        for day in stale:
             del history.days[day]
+        if stale:
+            try:
+                self.store.call(lambda: self.redis.hdel(self.key, *map(str, stale)))
+            except StoreError as exc:
+                self.log.error("history.unwritable", error=str(exc))
         return history
 
     def save(self, history: InputHistory, day: int) -> None:
@@ -54,12 +61,11 @@ class HistoryStore:
         if row is None:
             return
         text = json.dumps([None if math.isnan(v) else round(float(v), 3) for v in row])
-        stale = [str(d) for d in range(day - self.keep_days - 30, day - self.keep_days + 1)]
 
         def write() -> None:
             pipe = self.redis.pipeline()
             pipe.hset(self.key, str(day), text)
-            pipe.hdel(self.key, *stale)
+            pipe.hdel(self.key, str(day - self.keep_days))  # the day that just fell out, if any
             pipe.execute()
 
         self.store.call(write)

@@ -18,6 +18,12 @@ def configure_logging(level: str = "info", json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr,
         cache_logger_on_first_use=False,
     )
+
+
+def _stderr(*_: object) -> structlog.PrintLogger:
+    """A logger on the stderr of the moment, not the one at configure time: a process that swaps
+    its stderr (pytest's capture does, per test) would otherwise log to a closed file."""
+    return structlog.PrintLogger(sys.stderr)

