@@ -42,6 +42,7 @@ import numpy as np
 
 from autosizer.elasticity import FACTORS
 from autosizer.policies.base import Decision, Observation, fraction, positive
+from autosizer.policies.day_plan import day_plan
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
@@ -60,6 +61,10 @@ class AutosizerState:
     ceiling_until: float = -math.inf
     # the highest input per slice of the last `lull_memory_s`: (slice start, records/s)
     peaks: tuple[tuple[float, float], ...] = ()
+    # the day plan in force: ((its slot, the factor it started from), factor per slot from there,
+    # the input the history expects per slot)
+    plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+    planned_up: float = -math.inf  # when it last scaled up because the day plan said so
 
 
 class AutosizerPolicy:
@@ -69,8 +74,9 @@ class AutosizerPolicy:
                  catch_up_seconds: float = 300.0, horizon_s: float = 120.0,
                  settle_s: float = 60.0, ceiling_memory_s: float = 6 * 3600.0,
                  hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0,
-                 lull_memory_s: float = 3600.0, day_lead_s: float = 1800.0,
-                 day_ahead_s: float = 3600.0):
+                 lull_memory_s: float = 10800.0, day_lead_s: float = 1800.0,
+                 day_ahead_s: float = 3600.0, plan_horizon_s: float = 12 * 3600.0,
+                 rescale_cost_s: float = 3600.0, plan_utilization: float = 0.7):
         self.target = fraction("target_utilization", target_utilization)
         self.down = fraction("scale_down_utilization", scale_down_utilization)
         if self.down >= self.target:
@@ -93,6 +99,11 @@ class AutosizerPolicy:
         # they expect over the next `day_ahead_s`
         self.day_lead = positive("day_lead_s", day_lead_s)
         self.day_ahead = positive("day_ahead_s", day_ahead_s)
+        # the day plan (`day_plan`): how far ahead it looks, and what a rescale costs in it (as
+        # long as this at the highest factor it needs)
+        self.plan_horizon = positive("plan_horizon_s", plan_horizon_s)
+        self.rescale_cost = positive("rescale_cost_s", rescale_cost_s)
+        self.plan_utilization = fraction("plan_utilization", plan_utilization)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
         obs, current = observation, observation.factor
@@ -113,9 +124,11 @@ class AutosizerPolicy:
                 before = last.throughput or obs.capacity(last.factor, last.task_rate)
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
+        plan, planned_up = last.plan, last.planned_up
+
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
-                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks)
+                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan, planned_up)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -135,10 +148,9 @@ class AutosizerPolicy:
                 return answer(back, reason, details)
 
         forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
-        day = obs.history.expected_peak(obs.time, self.day_lead) if obs.history else None
-        ahead = day is not None and day > forecast
-        if ahead:
-            forecast = day
+        plan = self._plan(obs, task_rate, plan)
+        planned = plan[1] if plan else None
+        lead = planned[:self._slots(obs, self.day_lead) + 1] if planned is not None else None
         lag, hot = obs.lag_records, None
         task_lag = obs.tasks.lag_records
         # Only under factor > 1: at factor 1 a task is a whole partition, and splitting it helps.
@@ -156,11 +168,14 @@ class AutosizerPolicy:
             details["hot_task"] = hot
 
         wish = self._cover(forecast, lag, obs, task_rate)
-        if wish > current:
-            reason = (f"recent days expect {forecast:.0f}/s within {self.day_lead / 60:.0f} min; "
-                      if ahead else "") + (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
+        early = int(lead.max()) if lead is not None else 0
+        if max(wish, early) > current:
+            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
+            if early > wish:
+                reason = self._plan_reason(obs, plan, early) + "; " + reason
+                wish, planned_up = early, obs.time
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
@@ -168,19 +183,30 @@ class AutosizerPolicy:
             capacities = (obs.capacities(task_rate) * self.down).tolist()
             smaller = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= recent)
             wish, peak = current, recent
+            reason = ""
             if smaller < current:  # the recent input would fit less: does the usual level too?
-                coming = obs.history.expected_peak(obs.time, self.day_ahead, highest=True) if obs.history else None
-                peak = max(recent, _usual(peaks), coming or 0.0)
+                peak = max(recent, _usual(peaks))
                 wish = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= peak)
+                if wish == current:
+                    reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
+                              f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)")
+                else:  # and the hour's highest peak must fit at target: it would undo the step
+                    top = max((r for _, r in peaks), default=0.0)
+                    at_target = (obs.capacities(task_rate) * self.target).tolist()
+                    wish = max(wish, next(f for f, c in zip(FACTORS, at_target, strict=True)
+                                          if f >= current or c >= top))
+                    if wish == current:
+                        reason = (f"hold: input {recent:.0f}/s would fit less, but it reached "
+                                  f"{top:.0f}/s within {self.lull_memory / 60:.0f} min")
+            if wish < current and obs.time - planned_up < self.day_ahead:
+                wish, reason = current, (f"hold: scaled up for the day plan "
+                                         f"{(obs.time - planned_up) / 60:.0f} min ago; the day gets "
+                                         f"{self.day_ahead / 60:.0f} min to come as it did before")
+            if wish < current and obs.history:  # and the hours ahead, as far as they are known
+                wish, reason = self._ahead(obs, task_rate, wish, current, planned)
             if wish < current:
-                reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization"
-            elif smaller < current:
-                reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
-                          f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)"
-                          if peak > (coming or 0.0) else
-                          f"hold: input {recent:.0f}/s would fit less, but recent days expect "
-                          f"{peak:.0f}/s within {self.day_ahead / 60:.0f} min")
-            else:
+                reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization" + reason
+            elif not reason:
                 reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
@@ -189,6 +215,68 @@ class AutosizerPolicy:
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
         return answer(wish, reason + judged, details)
+
+    def _plan(self, obs: Observation, task_rate: float, plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None
+              ) -> tuple[tuple[int, int], np.ndarray, np.ndarray] | None:
+        """The day plan from the current slot and factor (made once per slot and factor: the
+        history changes by the slot), or None when the history cannot say."""
+        history = obs.history
+        if history is None:
+            return None
+        key = (int(obs.time // history.slot_s), obs.factor)
+        if plan is not None and plan[0] == key:
+            return plan
+        expected = history.profile(obs.time, self.plan_horizon)
+        if expected is None:
+            return None
+        capacities = obs.capacities(task_rate) * self.plan_utilization
+        return key, day_plan(expected, capacities, obs.factor, history.slot_s, self.rescale_cost), expected
+
+    @staticmethod
+    def _plan_reason(obs: Observation, plan: tuple[Any, np.ndarray, np.ndarray] | None, factor: int) -> str:
+        """Why the plan runs `factor` early: when it starts, and the peak over the run it covers."""
+        if plan is None or obs.history is None:
+            return f"the day plan runs {factor}"
+        _, planned, expected = plan
+        start = int(np.argmax(planned >= factor))
+        other = planned[start:] != factor
+        stop = start + int(other.argmax()) if other.any() else planned.size
+        slot_s = obs.history.slot_s
+        peak = np.nanmax(expected[start:stop]) if not np.isnan(expected[start:stop]).all() else 0.0
+        return (f"the day plan runs {factor} in {start * slot_s / 60:.0f} min: recent days reached "
+                f"{peak:.0f}/s over the {(stop - start) * slot_s / 3600:.1f}h it covers")
+
+    def _ahead(self, obs: Observation, task_rate: float, wish: int, current: int,
+               planned: np.ndarray | None) -> tuple[int, str]:
+        """A scale-down to `wish` checked against the hours ahead: the highest peak any recent day
+        had within `day_ahead_s` must fit at target, and the day plan must not keep the factor
+        (a level held briefly does not pay for its two rescales). (the factor, why)."""
+        history = obs.history
+        assert history is not None
+        coming = history.expected_peak(obs.time, self.day_ahead, highest=True)
+        if coming is not None:
+            capacities = (obs.capacities(task_rate) * self.plan_utilization).tolist()
+            fits = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= coming)
+            if fits >= current:
+                return current, (f"hold: the input would fit less, but recent days expect {coming:.0f}/s "
+                                 f"within {self.day_ahead / 60:.0f} min")
+            wish = max(wish, fits)
+        if planned is None:
+            return wish, ""
+        if planned[0] >= current:
+            lower = planned < current
+            until = (f"{int(lower.argmax()) * history.slot_s / 60:.0f} min more" if lower.any()
+                     else f"the next {self.plan_horizon / 3600:g}h")
+            return current, (f"hold: the day plan keeps {current} for {until} (a smaller factor "
+                             f"held briefly does not pay for its rescales)")
+        if wish > planned[0]:
+            return current, (f"hold: the input would fit {wish}, but the day plan runs {planned[0]}: "
+                             f"{wish} would be a step on the way")
+        return wish, f"; the day plan runs {wish}"
+
+    @staticmethod
+    def _slots(obs: Observation, seconds: float) -> int:
+        return math.ceil(seconds / obs.history.slot_s) if obs.history else 0
 
     def _judge(self, trial: tuple[int, int, float, float], throughput: float | None, capacity: float,
                obs: Observation) -> tuple[tuple[int, str, dict[str, Any]] | None, str]:

@@ -37,6 +37,7 @@ class InputHistory:
     _slot: int | None = field(default=None, repr=False, compare=False)
     _trusted: bool = field(default=False, repr=False, compare=False)
     _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
+    _profiles: dict[float, np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.slot_s < 1 or DAY_S % self.slot_s:
@@ -70,13 +71,50 @@ class InputHistory:
         only today's current slot changes: a tick asks once per slot, not once per tick."""
         slot = int(now // self.slot_s)
         if self._slot != slot:
-            self._slot, self._trusted, self._answers = slot, self._agrees(now), {}
+            self._enter(slot, now)
         if not self._trusted:
             return None
         key = (ahead_s, highest)
         if key not in self._answers:
             self._answers[key] = self._expect(now, now + ahead_s, highest)
         return self._answers[key]
+
+    def profile(self, now: float, ahead_s: float) -> np.ndarray | None:
+        """The expected peak of each slot from now's over the next `ahead_s` (NaN where the days
+        compared never saw it), or None when the history cannot say: what a plan for the coming
+        hours is made from. The same days as `expected_peak` are compared, their median taken."""
+        slot = int(now // self.slot_s)
+        if self._slot != slot:
+            self._enter(slot, now)
+        if not self._trusted:
+            return None
+        if ahead_s not in self._profiles:
+            self._profiles[ahead_s] = self._profile(slot, max(1, math.ceil(ahead_s / self.slot_s)))
+        return self._profiles[ahead_s]
+
+    def _enter(self, slot: int, now: float) -> None:
+        self._slot, self._trusted, self._answers, self._profiles = slot, self._agrees(now), {}, {}
+
+    def _profile(self, slot: int, count: int) -> np.ndarray | None:
+        today = slot // self.slots
+        first = slot - today * self.slots
+
+        def row(day: int) -> np.ndarray | None:  # day's slots from today's `first` on, NaN unseen
+            parts = [self.days.get(day + k, np.full(self.slots, np.nan)) for k in range(2 + count // self.slots)]
+            if day not in self.days:
+                return None
+            return np.concatenate(parts)[first:first + count]
+
+        weekly = [r for r in (row(today - k * WEEK_DAYS) for k in (1, 2)) if r is not None]
+        recent = [r for r in (row(today - k) for k in range(1, 4)) if r is not None]
+        days = weekly or (recent if len(recent) >= self.min_days else [])
+        if not days:
+            return None
+        stacked = np.vstack(days)
+        known = ~np.isnan(stacked).all(axis=0)
+        found = np.full(count, np.nan)
+        found[known] = np.nanmax(stacked[:, known], axis=0)
+        return found
 
     def _expect(self, start: float, end: float, highest: bool = False) -> float | None:
         today = int(start // DAY_S)

@@ -147,6 +147,14 @@ class JobModel:
             per_task *= min(1.0, self.cores / (tasks * self.cpu_fraction))
         return per_task
 
+    def capacity(self, factor: int) -> float:
+        """Records/s the whole job takes at `factor` before some partition falls behind: that
+        partition's busiest task saturates first (its share of the topic = partition weight ×
+        hot share), the batch overhead taking its part of the time."""
+        busiest = float((self.weights * self.hot_shares[factor]).max())
+        per_task = self.duty(factor) * self.task_rate(factor)
+        return min(per_task / busiest, self.partition_limit / float(self.weights.max()))
+
     def useful_factor(self) -> int:
         """The largest factor that still adds capacity (CPU-bound work stops at the cores)."""
         if not self.cpu_fraction:

@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from autosizer.elasticity import FACTORS
 from autosizer.simulator.engine import Run
 
 HOUR = 3600
+OVERLOAD_S = 30  # an overload this long (on a 30 s mean of the input) is sustained, not noise
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,9 @@ class Score:
     rescales: int
     reversals_1h: int  # rescales undoing the previous one within an hour
     converge_rescales: int | None  # worst, over the workload's step changes
+    # the longest wait from the start of a sustained overload (input over the factor's capacity
+    # for OVERLOAD_S, where a larger factor would take it) to a scale-up; 0 with none
+    scale_up_delay_s: int = 0
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,4 +52,36 @@ def score(run: Run, slo_s: float = 30.0) -> Score:
     p50, p99 = np.percentile(lag, [50, 99])
     return Score(run.policy, int((lag > slo_s).sum()), round(float(p50), 1), round(float(p99), 1),
                  round(float(tasks.sum()) / HOUR, 1), round(float(slots.sum()) / HOUR, 1),
-                 len(run.rescales), reversals, converge)
+                 len(run.rescales), reversals, converge, scale_up_delay(run))
+
+
+def scale_up_delay(run: Run) -> int:
+    """Seconds from the start of each sustained overload to the first scale-up decided after
+    it (or to its end, if none came), worst over the run.
+
+    Overloaded: the input exceeds what the running factor takes (`JobModel.capacity`), and some
+    larger factor would take it (a hot key or a CPU-bound job past its cores is not a scaling
+    delay). Sustained: overloaded for 80% of OVERLOAD_S seconds (noise around the capacity is
+    not a gap); it begins at the first overloaded second of that window."""
+    factor = run.factor.astype(np.int64)
+    if factor.size < OVERLOAD_S:
+        return 0
+    levels = np.unique(factor)
+    capacity = np.zeros(factor.size)
+    for level in levels:
+        capacity[factor == level] = run.job.capacity(int(level))
+    best = max(run.job.capacity(f) for f in FACTORS if f >= int(levels.min()))
+    rate = run.rate
+    over = (rate > capacity) & (rate <= best)
+    counts = np.convolve(over, np.ones(OVERLOAD_S, dtype=np.int64))[: factor.size]
+    sustained = counts >= 0.8 * OVERLOAD_S
+    ups = np.array(sorted(r.time for r in run.rescales if r.new > r.old), dtype=np.int64)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], sustained.view(np.int8), [0]))))
+    worst = 0
+    for first, end in zip(edges[::2], edges[1::2], strict=True):
+        window = max(0, int(first) - OVERLOAD_S + 1)
+        begin = window + int(np.argmax(over[window:first + 1]))
+        after = ups[ups >= begin]
+        waited = int(after[0]) - begin if after.size and after[0] <= end else int(end) - begin
+        worst = max(worst, waited)
+    return worst

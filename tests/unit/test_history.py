@@ -94,3 +94,18 @@ def test_recorded_peaks_keep_the_highest_sample_of_each_slot():
     for rate in (5.0, 9.0, 7.0):
         history.record(100.0, rate)
     assert history.days[0][0] == 9.0 and np.isnan(history.days[0][1])
+
+
+def test_the_profile_ahead_is_the_highest_of_the_days_per_slot():
+    history = days_of(InputHistory(), range(3), lambda s, d: office(s) * (1 + 0.1 * d))
+    profile = history.profile(3 * DAY_S + 7 * HOUR, 2 * HOUR)
+    assert profile is not None and profile.size == 24
+    assert profile[:12].max() == pytest.approx(500 * 1.2) and profile[12:].min() == pytest.approx(12_000)
+    assert days_of(InputHistory(), range(1), office).profile(DAY_S + 7 * HOUR, HOUR) is None
+
+
+def test_the_profile_reads_on_past_midnight():
+    history = days_of(InputHistory(), range(3), office)
+    profile = history.profile(3 * DAY_S + 23 * HOUR, 10 * HOUR)
+    assert profile is not None and profile.size == 120
+    assert profile[:108].max() == 500 and profile[108:].min() == 10_000  # 08:00 the next morning

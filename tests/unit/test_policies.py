@@ -220,12 +220,14 @@ def test_autosizer_does_not_scale_down_into_a_lull_but_does_when_the_level_drops
     for t in range(0, 3600, 15):  # an hour at 8,000/s on 8: 62% of its 12,800/s, in band
         decision, state = policy.decide(observe(factor=8, input_rate=8000, task_rate=400, time=t), state)
         assert decision.factor == 8
-    for t in range(3600, 4800, 15):  # 20 min with no input: the hour's usual level is 8,000/s
+    for t in range(3600, 4800, 15):  # 20 min with no input: the usual level is 8,000/s
         decision, state = policy.decide(observe(factor=8, input_rate=0, task_rate=400, time=t), state)
         assert decision.factor == 8
     assert "a lull, not less work" in decision.reason
-    for t in range(4800, 8400, 15):  # an hour at 1,000/s: that is the level now
+    for t in range(4800, 4800 + 3 * 3600, 15):  # three hours (the memory) at 1,000/s: the level now
         decision, state = policy.decide(observe(factor=8, input_rate=1000, task_rate=400, time=t), state)
+        if t < 3600 + 3 * 3600 - 900:  # while 8,000/s is within the memory, the step would be undone
+            assert decision.factor == 8
     assert decision.factor < 8 and "fits" in decision.reason
     with pytest.raises(ValueError, match="lull_memory_s"):
         load_policy("autosizer", {"lull_memory_s": 0})
@@ -277,3 +279,30 @@ def test_autosizer_never_scales_down_while_catching_up_and_leaves_a_hot_key_out(
     assert "hot key in t0" in decision.reason and decision.details["lag"] == pytest.approx(1000)
     with pytest.raises(ValueError, match="must be below target_utilization"):
         load_policy("autosizer", {"scale_down_utilization": 0.9})
+
+
+def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_hour():
+    """Three office days on record (500/s at night, 8,000/s from 08:00 to 18:00) on 4
+    partitions at 400/s per task: the plan runs 8 for the day (8,000/s fits 70% of its
+    12,800/s, not of 4's 6,400/s), and from factor 1 that is one rescale half an hour ahead, not
+    1 -> 4 -> 8.
+    When the day then does not come (a holiday), the factor is kept for `day_ahead_s` before a
+    scale-down may undo it: no reversal within the hour."""
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    history = InputHistory()
+    for second in range(0, 3 * DAY_S, 60):
+        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    policy = load_policy("autosizer")
+    state, factor, decisions = None, 1, []
+    start = 3 * DAY_S + 7 * 3600
+    for t in range(start, start + 3 * 3600, 15):
+        decision, state = policy.decide(observe(factor=factor, input_rate=500, task_rate=400, time=t,
+                                                history=history), state)
+        history.record(t, 500.0)
+        if decision.factor != factor:
+            decisions.append((t, factor, decision.factor, decision.reason))
+            factor = decision.factor
+    t, old, new, reason = decisions[0]
+    assert (old, new) == (1, 8) and t < 3 * DAY_S + 8 * 3600 and "the day plan runs 8" in reason
+    assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])

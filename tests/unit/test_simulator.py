@@ -109,6 +109,27 @@ def test_scores_count_reversals_and_rescales_to_converge():
     assert result.converge_rescales == 3  # after the step at 100 s
 
 
+def test_scale_up_delay_runs_from_the_start_of_a_sustained_overload():
+    """2 partitions at 100/s per task (no batches): factor 1 takes 200/s, 2 takes 400/s. A step
+    from 100 to 300/s at 1,000 s overloads factor 1 from then on; the scale-up comes at
+    1,045 s: 45 s. A burst shorter than 30 s, or one no factor could take, is no delay."""
+    job = JobModel(partitions=2, batch_seconds=0)
+    rate = np.full(3000, 100.0)
+    rate[1000:] = 300.0
+    rate[500:520] = 1000.0  # 20 s: not sustained
+    workload = workloads.Workload("w", rate)
+    factor = np.ones(3000, dtype=np.int32)
+    factor[1045:] = 2
+    run = Run("p", workload, job, 5, np.zeros(3000), np.zeros(3000), factor, [Rescale(1045, 1, 2, "")])
+    assert score(run).scale_up_delay_s == 45
+    never = Run("p", workload, job, 5, np.zeros(3000), np.zeros(3000), np.ones(3000, dtype=np.int32), [])
+    assert score(never).scale_up_delay_s == 3000 - 1000  # overloaded to the end, never scaled
+    beyond = np.full(3000, 10.0 ** 9)
+    hopeless = Run("p", workloads.Workload("w", beyond), job, 5, np.zeros(3000), np.zeros(3000),
+                   np.ones(3000, dtype=np.int32), [])
+    assert score(hopeless).scale_up_delay_s == 0
+
+
 def test_workloads_are_seeded_and_validated(tmp_path):
     a, b = workloads.diurnal(seconds=86400), workloads.diurnal(seconds=86400)
     assert np.array_equal(a.rate, b.rate)

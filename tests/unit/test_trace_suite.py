@@ -64,27 +64,28 @@ def test_real_traffic_half_the_violation_of_lag_threshold(suite, trace):
     assert suite[trace, "autosizer"][1].violation_s <= 0.5 * suite[trace, "lag-threshold"][1].violation_s
 
 
-def test_diurnal_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite):
-    run, result = suite["diurnal", "autosizer"]
-    days = run.factor.size / 86400
-    assert result.rescales <= 4 * days
+@pytest.mark.parametrize("trace", (*REAL, "diurnal", "workday"))
+def test_daily_cycles_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite, trace):
+    """Every day of the trace counts, the first two (no history yet: the policy reacts) too."""
+    run, result = suite[trace, "autosizer"]
+    assert result.rescales <= 4 * run.factor.size / DAY, result.rescales
     assert result.reversals_1h == 0
 
 
-def test_half_the_violation_of_lag_threshold_at_no_more_cost_on_synthetic_traces(suite):
-    # Not on the real ones: there lag-threshold costs less because it runs too small (its
-    # violation-seconds are 5-20x ours); README, "The trace suite", gives the figures.
-    traces = synthetic()
+@pytest.mark.parametrize("trace", trace_names())
+def test_scale_up_within_a_minute_of_a_sustained_overload(suite, trace):
+    assert suite[trace, "autosizer"][1].scale_up_delay_s <= 60
+
+
+@pytest.mark.parametrize("traces", ["synthetic", "real"])
+def test_half_the_violation_of_lag_threshold_at_no_more_cost(suite, traces):
+    # On the suite's totals: per trace, short synthetic traces and nyc-flights cost more (on
+    # nyc-flights no schedule of <= 4 rescales a day costs as little: BENCHMARKS.md, "The trace
+    # suite"). Both policies run under the same default guards.
+    traces = synthetic() if traces == "synthetic" else REAL
     assert total(suite, "autosizer", "violation_s", traces) <= 0.5 * total(suite, "lag-threshold", "violation_s", traces)
     assert total(suite, "autosizer", "task_hours", traces) <= total(suite, "lag-threshold", "task_hours", traces)
     assert total(suite, "autosizer", "slot_hours", traces) <= total(suite, "lag-threshold", "slot_hours", traces)
-
-
-@pytest.mark.parametrize("trace", ["victoria-electricity", "england-electricity"])
-def test_real_daily_cycles_at_most_four_rescales_a_day_and_no_reversal_within_an_hour(suite, trace):
-    run, result = suite[trace, "autosizer"]
-    assert result.rescales <= 4 * run.factor.size / DAY
-    assert result.reversals_1h == 0
 
 
 def test_recorded_days_have_the_job_ready_for_a_morning_ramp_too_steep_to_follow(suite):
@@ -147,11 +148,11 @@ def test_a_load_that_swings_within_a_factor_band_does_not_flap(suite, trace):
 
 
 def test_noise_spikes_are_ridden_out_once_they_recur(suite):
-    """30-second bursts at 4x every ~15 min. The first burst is met with a scale-up that a scale-
-    down then undoes (one burst is noise); once a second one comes within the hour, the burst
-    level is load and the factor holds. Before that rule (the median of the hour's peaks): 7
-    rescales and 5 reversals in 6 hours."""
+    """30-second bursts at 4x every ~15 min. The first bursts are met with scale-ups; a scale-
+    down must then fit the highest input of the last `lull_memory_s` at target, and the bursts
+    recur within it, so the factor holds. With the median of the hour's peaks as the only
+    check: 7 rescales and 5 reversals in 6 hours; with the second-highest: 3 and 2."""
     run, result = suite["noise-spikes", "autosizer"]
-    assert result.violation_s == 0 and result.rescales <= 3
-    assert all(r.time < 3600 for r in run.rescales if r.new < r.old), "no scale-down after the first hour"
+    assert result.violation_s == 0 and result.rescales <= 2 and result.reversals_1h == 0
+    assert all(r.new > r.old for r in run.rescales), "no scale-down between bursts"
     assert result.rescales < suite["noise-spikes", "utilization"][1].rescales

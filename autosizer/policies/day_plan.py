@@ -1,0 +1,64 @@
+"""The day plan: the cheapest run of factors through the coming hours the input's history expects.
+
+Reacting to each level of a daily curve costs a rescale per factor it crosses: up through 2, 4,
+8, 16 and 32 in the morning, down the same ladder at night. A plan that sees the hours ahead
+(`InputHistory.profile`) can skip a level the job would hold only briefly: a rescale is priced as
+holding the plan's highest factor for `rescale_cost_s`, and the plan is the run of factors that
+covers every slot's expected peak at the lowest total of task-seconds plus rescale prices
+(a shortest path over slots × factors, from the current factor). The policy follows its first
+steps and checks each against the input it measures, so a plan never holds a job too small.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autosizer.elasticity import FACTORS
+
+
+def day_plan(expected: np.ndarray, capacities: np.ndarray, current: int, slot_s: float,
+             rescale_cost_s: float) -> np.ndarray:
+    """Per slot of `expected` (records/s, NaN unknown), the factor the cheapest plan runs.
+
+    `capacities` is what each factor of FACTORS takes at the utilization the plan aims for. A
+    slot no factor covers needs the largest; an unknown slot needs what the slot before it did
+    (the plan assumes the level holds, neither a ramp nor a lull it has no record of)."""
+    factors = np.asarray(FACTORS, dtype=np.float64)
+    levels = _filled(expected)
+    enough = capacities[None, :] >= levels[:, None]
+    enough[:, int(capacities.argmax())] = True
+    enough[~enough.any(axis=1)] = True
+    need = np.where(enough, 0.0, np.inf)
+    run_cost = factors * slot_s
+    highest = factors[int(enough[levels.argmax()].argmax())] if levels.size else current
+    price = max(float(highest), float(current)) * rescale_cost_s
+    # cost[f]: the cheapest plan so far that runs f in this slot; came[t, f]: its factor before
+    cost = np.where(factors == current, 0.0, price) + run_cost + need[0]
+    came = np.zeros(enough.shape, dtype=np.int64)
+    for t in range(1, len(levels)):
+        best = int(cost.argmin())
+        switch = cost[best] + price
+        stay = cost <= switch
+        came[t] = np.where(stay, np.arange(len(FACTORS)), best)
+        cost = np.where(stay, cost, switch) + run_cost + need[t]
+    plan = np.empty(len(levels), dtype=np.int64)
+    at = int(cost.argmin())
+    for t in range(len(levels) - 1, -1, -1):
+        plan[t] = FACTORS[at]
+        at = int(came[t, at])
+    return plan
+
+
+def _filled(expected: np.ndarray) -> np.ndarray:
+    """NaN slots take the last known level before them (the first known one at the start, 0 if none)."""
+    values = np.asarray(expected, dtype=np.float64)
+    known = ~np.isnan(values)
+    if not known.any():
+        return np.zeros(values.shape)
+    index = np.where(known, np.arange(values.size), 0)
+    np.maximum.accumulate(index, out=index)
+    filled = values[index]
+    filled[: int(known.argmax())] = values[int(known.argmax())]
+    return filled
