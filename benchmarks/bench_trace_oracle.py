@@ -1,0 +1,69 @@
+"""What the cheapest schedule with at most four rescales a day costs, per trace of the suite.
+
+The check behind a goal the suite cannot meet everywhere ("no more task-hours than
+lag-threshold" while rescaling at most four times a day): an offline plan that knows the whole
+trace in advance, built with the policy's own `day_plan` over each 5-minute slot's peak at the
+policy's target utilization, the rescale price raised until the plan rescales at most four
+times a day. It ignores lag (no catch-up, no restart time), so it is a lower bound. Printed per
+real trace beside what `autosizer` and `lag-threshold` cost in one simulated run each
+(default settings). A ratio oracle / lag-threshold above 1 means no schedule of four rescales a
+day can cost as little as lag-threshold did.
+
+    .venv/bin/python benchmarks/bench_trace_oracle.py [trace ...]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from autosizer.elasticity import FACTORS
+from autosizer.policies import load_policy
+from autosizer.policies.day_plan import day_plan
+from autosizer.simulator.engine import simulate
+from autosizer.simulator.scores import score
+from autosizer.simulator.traces import load_trace
+
+REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+SLOT_S = 300
+DAY_S = 86_400
+
+
+def oracle(name: str, utilization: float = 0.8, per_day: int = 4) -> tuple[float, int]:
+    """(task-hours, rescales) of the cheapest plan with <= per_day rescales a day."""
+    trace = load_trace(name)
+    job, rate = trace.job, np.asarray(trace.workload.rate, dtype=np.float64)
+    slots = rate.size // SLOT_S
+    peaks = rate[: slots * SLOT_S].reshape(slots, SLOT_S).max(axis=1)
+    capacities = np.array([job.capacity(f) for f in FACTORS]) * utilization
+    allowed = per_day * rate.size / DAY_S
+
+    def plan_at(cost_s: float) -> tuple[float, int]:
+        plan = day_plan(peaks, capacities, job.start_factor, SLOT_S, cost_s)
+        rescales = int((np.diff(np.concatenate(([job.start_factor], plan))) != 0).sum())
+        return float(plan.sum()) * job.partitions * SLOT_S / 3600, rescales
+
+    low, high = 1.0, 60.0  # rescale prices (s): the cheapest within the allowance lies between
+    while plan_at(high)[1] > allowed:
+        low, high = high, high * 2
+    for _ in range(16):  # bisect towards the lowest price that keeps within the allowance
+        middle = (low + high) / 2
+        low, high = (middle, high) if plan_at(middle)[1] > allowed else (low, middle)
+    return plan_at(high)
+
+
+def main(names: list[str]) -> None:
+    print(f"{'trace':22s} {'oracle task-h':>13s} {'rescales':>8s} {'autosizer':>10s} {'lag-thr.':>10s} "
+          f"{'oracle/LT':>9s} {'ours/oracle':>11s}")
+    for name in names:
+        trace = load_trace(name)
+        ours, theirs = (score(simulate(trace.workload, trace.job, load_policy(p))).task_hours
+                        for p in ("autosizer", "lag-threshold"))
+        bound, rescales = oracle(name)
+        print(f"{name:22s} {bound:13.0f} {rescales:8d} {ours:10.0f} {theirs:10.0f} "
+              f"{bound / theirs:9.2f} {ours / bound:11.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(REAL))
