@@ -30,8 +30,10 @@ SLOT_S = 300
 DAY_S = 86_400
 
 
-def oracle(name: str, utilization: float = 0.8, per_day: int = 4) -> tuple[float, int]:
-    """(task-hours, rescales) of the cheapest plan with <= per_day rescales a day."""
+def oracle(name: str, per_day: int = 4) -> tuple[float, int]:
+    """(task-hours, rescales) of the cheapest plan with <= per_day rescales a day, at the default
+    policy's own target utilization."""
+    utilization = load_policy("autosizer").target
     trace = load_trace(name)
     job, rate = trace.job, np.asarray(trace.workload.rate, dtype=np.float64)
     slots = rate.size // SLOT_S

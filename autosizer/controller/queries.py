@@ -63,8 +63,8 @@ def hot_share_table(rows: Iterable[tuple[Mapping[str, str], float]],
     table: np.ndarray | None = None
     for labels, value in rows:
         i, factor = index.get(partition_of(labels)), labels.get("factor", "")
-        if i is None or not factor.isdigit() or int(factor) not in FACTORS:
-            continue
+        if i is None or not (factor.isascii() and factor.isdigit()) or int(factor) not in FACTORS:
+            continue  # (a non-ASCII digit such as "²" passes isdigit, and int() refuses it)
         if not (math.isfinite(value) and 0 < value <= 1):
             continue
         if table is None:

@@ -8,10 +8,14 @@ What it adds to the utilization rule, and why:
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
 - Hysteresis. It scales down only when the smaller factor would run at or below
-  `scale_down_utilization` of the highest input over `trend_window_s`, and of the input's usual
-  level over `lull_memory_s` (the median of its 5-minute peaks: a lull or an upstream outage
-  shorter than half of that is not less work, and what it held back comes back), and never while
-  the job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
+  `scale_down_utilization` of the highest input over `trend_window_s` and of the input's usual
+  level over `lull_memory_s` (the second-highest of its slices' peaks: a lull or an upstream
+  outage is not less work, and what it held back comes back), at or below `target_utilization`
+  of the highest input over `lull_memory_s` (that peak would undo the step), and never while the
+  job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
+- The day plan. With the input's recent days on record (`Observation.history`), the cheapest run
+  of factors through the next `plan_horizon_s` (`day_plan`): it scales up to the plan's factor
+  `day_lead_s` ahead, and down only to the plan's factor, so a daily ramp is one rescale each way.
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
   busiest key bucket's share of each partition at that factor (the pipeline counts it for every
@@ -90,13 +94,12 @@ class AutosizerPolicy:
         self.window = positive("trend_window_s", trend_window_s)
         # lag (s) above which the processed rate is the job's throughput, not just its input
         self.backlog_s = positive("backlog_s", backlog_s)
-        # a scale-down must also fit the input's usual level over this long (the median of its
-        # slices' peaks): a lull or an outage shorter than half of it is not a reason to scale
-        # down, since what it held back comes back
+        # a scale-down must also fit the input's usual level (the second-highest of its slices'
+        # peaks) and its highest over this long: a lull or an outage within it is not less work
         self.lull_memory = positive("lull_memory_s", lull_memory_s)
-        # with the input's recent days on record (Observation.history): size for the peak they
-        # expect over the next `day_lead_s`, and scale down only to a factor that fits the peak
-        # they expect over the next `day_ahead_s`
+        # with the input's recent days on record (Observation.history): be at the day plan's
+        # factor `day_lead_s` before it is needed, keep a scale-up made for the plan `day_ahead_s`,
+        # and scale down only to a factor that fits the highest peak they had within `day_ahead_s`
         self.day_lead = positive("day_lead_s", day_lead_s)
         self.day_ahead = positive("day_ahead_s", day_ahead_s)
         # the day plan (`day_plan`): how far ahead it looks, and what a rescale costs in it (as
@@ -150,7 +153,9 @@ class AutosizerPolicy:
         forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
-        lead = planned[:self._slots(obs, self.day_lead) + 1] if planned is not None else None
+        lead = None
+        if planned is not None and obs.history is not None:
+            lead = planned[:math.ceil(self.day_lead / obs.history.slot_s) + 1]
         lag, hot = obs.lag_records, None
         task_lag = obs.tasks.lag_records
         # Only under factor > 1: at factor 1 a task is a whole partition, and splitting it helps.
@@ -173,40 +178,15 @@ class AutosizerPolicy:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
-            if early > wish:
+            if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up = early, obs.time
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
-            recent = max(forecast, max(rates))
-            capacities = (obs.capacities(task_rate) * self.down).tolist()
-            smaller = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= recent)
-            wish, peak = current, recent
-            reason = ""
-            if smaller < current:  # the recent input would fit less: does the usual level too?
-                peak = max(recent, _usual(peaks))
-                wish = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= peak)
-                if wish == current:
-                    reason = (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
-                              f"{self.lull_memory / 60:.0f} min is {peak:.0f}/s (a lull, not less work)")
-                else:  # and the hour's highest peak must fit at target: it would undo the step
-                    top = max((r for _, r in peaks), default=0.0)
-                    at_target = (obs.capacities(task_rate) * self.target).tolist()
-                    wish = max(wish, next(f for f, c in zip(FACTORS, at_target, strict=True)
-                                          if f >= current or c >= top))
-                    if wish == current:
-                        reason = (f"hold: input {recent:.0f}/s would fit less, but it reached "
-                                  f"{top:.0f}/s within {self.lull_memory / 60:.0f} min")
-            if wish < current and obs.time - planned_up < self.day_ahead:
-                wish, reason = current, (f"hold: scaled up for the day plan "
-                                         f"{(obs.time - planned_up) / 60:.0f} min ago; the day gets "
-                                         f"{self.day_ahead / 60:.0f} min to come as it did before")
-            if wish < current and obs.history:  # and the hours ahead, as far as they are known
-                wish, reason = self._ahead(obs, task_rate, wish, current, planned)
-            if wish < current:
-                reason = f"input {peak:.0f}/s fits {wish} at <= {self.down:.0%} utilization" + reason
-            elif not reason:
+            wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)), peaks,
+                                            planned, planned_up)
+            if wish == current and not reason:
                 reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
@@ -215,6 +195,34 @@ class AutosizerPolicy:
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
         return answer(wish, reason + judged, details)
+
+    def _scale_down(self, obs: Observation, task_rate: float, recent: float,
+                    peaks: tuple[tuple[float, float], ...], planned: np.ndarray | None,
+                    planned_up: float) -> tuple[int, str]:
+        """The factor to scale down to (the current one to hold) and why; "" when the recent
+        input itself needs the current factor. Each check may only raise the answer."""
+        current = obs.factor
+        if _fitting(obs, task_rate, self.down, recent) >= current:
+            return current, ""
+        usual = max(recent, _usual(peaks))
+        wish = _fitting(obs, task_rate, self.down, usual)
+        if wish >= current:
+            return current, (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
+                             f"{self.lull_memory / 60:.0f} min is {usual:.0f}/s (a lull, not less work)")
+        top = max((r for _, r in peaks), default=0.0)
+        wish = max(wish, _fitting(obs, task_rate, self.target, top))
+        if wish >= current:
+            return current, (f"hold: input {recent:.0f}/s would fit less, but it reached "
+                             f"{top:.0f}/s within {self.lull_memory / 60:.0f} min")
+        if obs.time - planned_up < self.day_ahead:
+            return current, (f"hold: scaled up for the day plan {(obs.time - planned_up) / 60:.0f} "
+                             f"min ago; the day gets {self.day_ahead / 60:.0f} min to come as it did before")
+        note = ""
+        if obs.history:  # and the hours ahead, as far as they are known
+            wish, note = self._ahead(obs, task_rate, wish, planned)
+            if wish >= current:
+                return current, note
+        return wish, f"input {usual:.0f}/s fits {wish} at <= {self.down:.0%} utilization" + note
 
     def _plan(self, obs: Observation, task_rate: float, plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None
               ) -> tuple[tuple[int, int], np.ndarray, np.ndarray] | None:
@@ -233,10 +241,9 @@ class AutosizerPolicy:
         return key, day_plan(expected, capacities, obs.factor, history.slot_s, self.rescale_cost), expected
 
     @staticmethod
-    def _plan_reason(obs: Observation, plan: tuple[Any, np.ndarray, np.ndarray] | None, factor: int) -> str:
+    def _plan_reason(obs: Observation, plan: tuple[Any, np.ndarray, np.ndarray], factor: int) -> str:
         """Why the plan runs `factor` early: when it starts, and the peak over the run it covers."""
-        if plan is None or obs.history is None:
-            return f"the day plan runs {factor}"
+        assert obs.history is not None  # a plan is made from it
         _, planned, expected = plan
         start = int(np.argmax(planned >= factor))
         other = planned[start:] != factor
@@ -246,17 +253,16 @@ class AutosizerPolicy:
         return (f"the day plan runs {factor} in {start * slot_s / 60:.0f} min: recent days reached "
                 f"{peak:.0f}/s over the {(stop - start) * slot_s / 3600:.1f}h it covers")
 
-    def _ahead(self, obs: Observation, task_rate: float, wish: int, current: int,
+    def _ahead(self, obs: Observation, task_rate: float, wish: int,
                planned: np.ndarray | None) -> tuple[int, str]:
         """A scale-down to `wish` checked against the hours ahead: the highest peak any recent day
         had within `day_ahead_s` must fit at target, and the day plan must not keep the factor
         (a level held briefly does not pay for its two rescales). (the factor, why)."""
-        history = obs.history
+        history, current = obs.history, obs.factor
         assert history is not None
         coming = history.expected_peak(obs.time, self.day_ahead, highest=True)
         if coming is not None:
-            capacities = (obs.capacities(task_rate) * self.plan_utilization).tolist()
-            fits = next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= current or c >= coming)
+            fits = _fitting(obs, task_rate, self.plan_utilization, coming)
             if fits >= current:
                 return current, (f"hold: the input would fit less, but recent days expect {coming:.0f}/s "
                                  f"within {self.day_ahead / 60:.0f} min")
@@ -273,10 +279,6 @@ class AutosizerPolicy:
             return current, (f"hold: the input would fit {wish}, but the day plan runs {planned[0]}: "
                              f"{wish} would be a step on the way")
         return wish, f"; the day plan runs {wish}"
-
-    @staticmethod
-    def _slots(obs: Observation, seconds: float) -> int:
-        return math.ceil(seconds / obs.history.slot_s) if obs.history else 0
 
     def _judge(self, trial: tuple[int, int, float, float], throughput: float | None, capacity: float,
                obs: Observation) -> tuple[tuple[int, str, dict[str, Any]] | None, str]:
@@ -363,6 +365,13 @@ def _usual(peaks: tuple[tuple[float, float], ...]) -> float:
     reached twice in the memory: one burst is noise, a burst that recurs is load."""
     highest = heapq.nlargest(2, (r for _, r in peaks))
     return highest[-1] if highest else 0.0
+
+
+def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float) -> int:
+    """The smallest factor up to the current one whose measured capacity takes `rate` at
+    `utilization` (the current factor when none below it does)."""
+    capacities = (obs.capacities(task_rate) * utilization).tolist()
+    return next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= obs.factor or c >= rate)
 
 
 def _hottest(obs: Observation, factor: int) -> float:

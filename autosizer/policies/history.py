@@ -18,10 +18,13 @@ Pure: no I/O, one truth for the daemon and the simulator.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 DAY_S = 86_400
 WEEK_DAYS = 7
 
@@ -69,10 +72,7 @@ class InputHistory:
         say (too short, or today broke its pattern). `highest`: the highest of the days it
         compares rather than their median, for a decision that a peak would undo. Answers are the same within a slot, since
         only today's current slot changes: a tick asks once per slot, not once per tick."""
-        slot = int(now // self.slot_s)
-        if self._slot != slot:
-            self._enter(slot, now)
-        if not self._trusted:
+        if not self._trusted_at(now):
             return None
         key = (ahead_s, highest)
         if key not in self._answers:
@@ -82,32 +82,34 @@ class InputHistory:
     def profile(self, now: float, ahead_s: float) -> np.ndarray | None:
         """The expected peak of each slot from now's over the next `ahead_s` (NaN where the days
         compared never saw it), or None when the history cannot say: what a plan for the coming
-        hours is made from. The same days as `expected_peak` are compared, their median taken."""
-        slot = int(now // self.slot_s)
-        if self._slot != slot:
-            self._enter(slot, now)
-        if not self._trusted:
+        hours is made from. The same days as `expected_peak` are compared, the highest of them taken
+        per slot (a plan that ran the job smaller than some recent day needed would be undone)."""
+        if not self._trusted_at(now):
             return None
+        slot = int(now // self.slot_s)
         if ahead_s not in self._profiles:
             self._profiles[ahead_s] = self._profile(slot, max(1, math.ceil(ahead_s / self.slot_s)))
         return self._profiles[ahead_s]
 
-    def _enter(self, slot: int, now: float) -> None:
-        self._slot, self._trusted, self._answers, self._profiles = slot, self._agrees(now), {}, {}
+    def _trusted_at(self, now: float) -> bool:
+        """Whether the history may be believed now; a new slot judges that afresh and forgets
+        the last slot's answers."""
+        slot = int(now // self.slot_s)
+        if self._slot != slot:
+            self._slot, self._trusted, self._answers, self._profiles = slot, self._agrees(now), {}, {}
+        return self._trusted
 
     def _profile(self, slot: int, count: int) -> np.ndarray | None:
         today = slot // self.slots
         first = slot - today * self.slots
 
         def row(day: int) -> np.ndarray | None:  # day's slots from today's `first` on, NaN unseen
-            parts = [self.days.get(day + k, np.full(self.slots, np.nan)) for k in range(2 + count // self.slots)]
             if day not in self.days:
                 return None
+            parts = [self.days.get(day + k, np.full(self.slots, np.nan)) for k in range(2 + count // self.slots)]
             return np.concatenate(parts)[first:first + count]
 
-        weekly = [r for r in (row(today - k * WEEK_DAYS) for k in (1, 2)) if r is not None]
-        recent = [r for r in (row(today - k) for k in range(1, 4)) if r is not None]
-        days = weekly or (recent if len(recent) >= self.min_days else [])
+        days = self._compared(today, row)
         if not days:
             return None
         stacked = np.vstack(days)
@@ -117,13 +119,19 @@ class InputHistory:
         return found
 
     def _expect(self, start: float, end: float, highest: bool = False) -> float | None:
-        today = int(start // DAY_S)
-        weekly = [v for v in (self._peak(today - k * WEEK_DAYS, start, end) for k in (1, 2)) if v is not None]
-        pick = max if highest else np.median
+        found = self._compared(int(start // DAY_S), lambda day: self._peak(day, start, end))
+        if not found:
+            return None
+        return float(max(found) if highest else np.median(found))
+
+    def _compared(self, today: int, read: Callable[[int], T | None]) -> list[T]:
+        """`read` of the days today is compared with: the same weekday one and two weeks back if
+        either is on record, else the last three days, once at least `min_days` of them are."""
+        weekly = [v for v in (read(today - k * WEEK_DAYS) for k in (1, 2)) if v is not None]
         if weekly:
-            return float(pick(weekly))
-        recent = [v for v in (self._peak(today - k, start, end) for k in range(1, 4)) if v is not None]
-        return float(pick(recent)) if len(recent) >= self.min_days else None
+            return weekly
+        recent = [v for v in (read(today - k) for k in range(1, 4)) if v is not None]
+        return recent if len(recent) >= self.min_days else []
 
     def _peak(self, day: int, start: float, end: float) -> float | None:
         """Day `day`'s peak over the times of day of [start, end) (start's day standing for
