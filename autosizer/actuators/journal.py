@@ -76,17 +76,17 @@ class Entry:
 class ActuationJournal:
     def __init__(self, store: MetadataStore, holder: str):
         self.store, self.redis, self.holder = store, store.redis, holder
-        self.key, self.history_key = store.key("actuation"), store.key("actuations")
+        self.key, self.history_key = store.keys.actuation, store.keys.actuations
         self._begin = self.redis.register_script(_BEGIN)
         self._write = self.redis.register_script(_WRITE)
 
     def open(self) -> Entry | None:
         raw = self.store.call(lambda: self.redis.get(self.key))
-        return None if raw is None else Entry.from_json(raw)
+        return None if raw is None else self.store.parse(self.key, raw, Entry.from_json)
 
     def history(self, count: int = 10) -> list[Entry]:
         raw = self.store.call(lambda: self.redis.lrange(self.history_key, 0, count - 1))
-        return [Entry.from_json(r) for r in raw]
+        return [self.store.parse(self.history_key, r, Entry.from_json) for r in raw]
 
     def begin(self, from_generation: int, from_factor: int, to_factor: int, reason: str,
               lag_before: float | None = None, input_rate: float = 0.0,
@@ -95,19 +95,19 @@ class ActuationJournal:
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
                       reason, lag_before, input_rate, processed_rate, rollback,
                       int(time.time() * 1000))
-        self._run(self._begin, [self.store.key("leader"), self.key, self.store.key("layout", "current")],
+        self._run(self._begin, [self.store.keys.leader, self.key, self.store.keys.current],
                   [self.holder, from_generation, entry.to_json(), "1" if rollback else "0"])
         return entry
 
     def advance(self, entry: Entry, step: str, **changes: object) -> Entry:
         moved = replace(entry, step=step, **changes)
-        self._run(self._write, [self.store.key("leader"), self.key, self.history_key],
+        self._run(self._write, [self.store.keys.leader, self.key, self.history_key],
                   [self.holder, entry.id, moved.to_json(), ""])
         return moved
 
     def finish(self, entry: Entry, result: str) -> Entry:
         done = replace(entry, step="finished", result=result)
-        self._run(self._write, [self.store.key("leader"), self.key, self.history_key],
+        self._run(self._write, [self.store.keys.leader, self.key, self.history_key],
                   [self.holder, entry.id, "", done.to_json()])
         return done
 
@@ -132,12 +132,13 @@ class LastRescale:
 def record_rescale(store: MetadataStore, downtime_s: float) -> None:
     """Mark the time of the last layout change: the guards' cooldown and the policies'
     restart-downtime estimate read it."""
-    store.call(lambda: store.redis.hset(store.key("rescale"), mapping={
+    store.call(lambda: store.redis.hset(store.keys.rescale, mapping={
         "at_ms": int(time.time() * 1000), "downtime_s": round(downtime_s, 3)}))
 
 
 def last_rescale(store: MetadataStore) -> LastRescale | None:
-    raw = store.call(lambda: store.redis.hgetall(store.key("rescale")))
+    raw = store.call(lambda: store.redis.hgetall(store.keys.rescale))
     if not raw:
         return None
-    return LastRescale(int(raw[b"at_ms"]), float(raw[b"downtime_s"]))
+    return store.parse(store.keys.rescale, raw,
+                       lambda r: LastRescale(int(r[b"at_ms"]), float(r[b"downtime_s"])))

@@ -17,6 +17,7 @@ from requests import RequestException
 from urllib3.util.retry import Retry
 
 from autosizer.controller.queries import render
+from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
 
@@ -81,5 +82,6 @@ def _number(pair: object) -> float:
 def _describe(url: str, exc: Exception) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, RequestException):
-        return f"prometheus unreachable at {url} ({type(exc).__name__}): start it or fix [prometheus] url"
-    return f"prometheus query failed ({text[:200]}): check [prometheus.queries]"
+        return (f"prometheus unreachable at {redact(url)} ({type(exc).__name__}): start it or fix "
+                "[prometheus] url")
+    return f"prometheus query failed ({redact(text[:200])}): check [prometheus.queries]"

@@ -37,6 +37,8 @@ class DaemonSection:
     listen: str = "127.0.0.1:9109"  # /metrics and /healthz; "" turns the endpoint off
     log_level: str = "info"
     journal_length: int = 10_000  # decisions kept in the Redis stream
+    backoff_s: float = 60.0  # after a failed actuation, wait this long; doubles per failure
+    backoff_max_s: float = 1800.0  # the longest wait between failed actuations
 
 
 @dataclass(frozen=True)

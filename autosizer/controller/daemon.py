@@ -17,6 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from autosizer.actuators.base import ActuatorContext
 from autosizer.actuators.journal import ActuationJournal
 from autosizer.actuators.registry import load_actuator
+from autosizer.controller.backoff import BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import Config
 from autosizer.controller.evaluator import Evaluator
@@ -46,8 +47,22 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None) -> Tick:
         guards=config.guards,
         actuator=load_actuator(config.actuator.name, context, dict(config.actuator.settings)),
         actuations=actuations, journal=DecisionJournal(store, config.daemon.journal_length),
-        metrics=metrics, history_store=HistoryStore(store),
+        metrics=metrics, history_store=HistoryStore(store), backoff_store=BackoffStore(store),
+        backoff_s=config.daemon.backoff_s, backoff_max_s=config.daemon.backoff_max_s,
     )
+
+
+def max_tick_seconds(actuator: object, interval_s: float) -> float:
+    """The longest a healthy tick may run: a forward actuation and its rollback, each bounded by
+    the actuator's timeouts, plus slack of one interval (900 s when the actuator has none)."""
+    timeouts = [getattr(actuator, name, None) for name in
+                ("drain_timeout", "start_timeout", "verify_timeout", "verify_window")]
+    known = [t for t in timeouts if isinstance(t, (int, float))]
+    if not known:
+        return 900.0
+    stop = max(getattr(actuator, "stop_timeout", 0.0) or 0.0, timeouts[0] or 0.0)
+    one_way = stop + sum(known) - (timeouts[0] or 0.0)
+    return 2 * one_way + max(60.0, interval_s)
 
 
 class Daemon:
@@ -55,6 +70,8 @@ class Daemon:
         self.config = config
         self.metrics = DaemonMetrics(config.daemon.interval_s)
         self.tick = build_tick(config, self.metrics)
+        self.metrics.checks.append(self.tick.lease.problem)
+        self.metrics.max_tick_s = max_tick_seconds(self.tick.actuator, config.daemon.interval_s)
         self.stopping = threading.Event()
         self.scheduler = BackgroundScheduler(timezone="UTC")
         # A tick that runs long (an actuation) makes APScheduler skip, and say so, at every
@@ -67,6 +84,9 @@ class Daemon:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
             signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+            signal.signal(signal.SIGHUP, lambda *_: log.warning(
+                "daemon.sighup_ignored", job=self.config.job.name,
+                detail="the config is read at start: restart the daemon to apply a change"))
         if self.config.daemon.listen:
             self.server = serve(self.metrics, self.config.daemon.listen)
         self.tick.lease.start()

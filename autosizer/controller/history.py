@@ -24,7 +24,7 @@ log = structlog.get_logger(__name__)
 class HistoryStore:
     def __init__(self, store: MetadataStore, keep_days: int = 15):
         self.store, self.redis = store, store.redis
-        self.key = store.key("history")
+        self.key = store.keys.history
         self.keep_days = keep_days
         self.log = log.bind(job=store.job)
 

@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from autosizer.elasticity.store import MetadataStore
+from autosizer.redaction import scrub
 
 log = structlog.get_logger(__name__)
 
@@ -33,13 +34,15 @@ class DecisionRecord:
     tick_ms: float = 0.0
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=str)
+        """Scrubbed: no URL credentials, no string longer than a screen (an override value may
+        be megabytes; journaling it every tick would bloat the stream)."""
+        return json.dumps(scrub(asdict(self)), sort_keys=True, default=str)
 
 
 class DecisionJournal:
     def __init__(self, store: MetadataStore, max_length: int = 10_000):
         self.store, self.redis = store, store.redis
-        self.key = store.key("decisions")
+        self.key = store.keys.decisions
         self.max_length = max_length
 
     def append(self, record: DecisionRecord) -> None:
@@ -52,4 +55,4 @@ class DecisionJournal:
     def last(self, count: int = 20) -> list[dict[str, Any]]:
         """The newest `count` records, oldest first."""
         raw = self.store.call(lambda: self.redis.xrevrange(self.key, count=count))
-        return [json.loads(fields[b"record"]) for _, fields in reversed(raw)]
+        return [scrub(json.loads(fields[b"record"])) for _, fields in reversed(raw)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import uuid
 
 import structlog
@@ -38,7 +39,7 @@ return 0
 class LeaderLease:
     def __init__(self, store: MetadataStore, ttl_s: float, holder: str | None = None):
         self.store, self.redis = store, store.redis
-        self.key = store.key("leader")
+        self.key = store.keys.leader
         self.ttl_ms = int(ttl_s * 1000)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._renew = self.redis.register_script(_RENEW)
@@ -46,6 +47,8 @@ class LeaderLease:
         self.held = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.last_answer = time.monotonic()  # when Redis last answered a lease call
+        self.last_error = ""
 
     def try_acquire(self) -> bool:
         """Take or extend the lease; False while another daemon holds it or Redis is down."""
@@ -56,9 +59,12 @@ class LeaderLease:
             else:
                 self.held = bool(self.store.call(
                     lambda: self.redis.set(self.key, self.holder, nx=True, px=self.ttl_ms)))
+            self.last_answer, self.last_error = time.monotonic(), ""
         except StoreError as exc:
             self.held = False  # cannot prove we hold it: act as a standby until Redis answers
-            log.error("lease.unknown", job=self.store.job, error=str(exc))
+            if str(exc) != self.last_error:
+                log.error("lease.unknown", job=self.store.job, error=str(exc))
+            self.last_error = str(exc)
         if self.held != was:
             log.info("lease.acquired" if self.held else "lease.lost", job=self.store.job,
                      holder=self.holder)
@@ -80,7 +86,19 @@ class LeaderLease:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl_ms / 3000):
-            self.try_acquire()
+            try:
+                self.try_acquire()
+            except Exception:  # the beat must outlive any surprise; /healthz reports it
+                log.exception("lease.beat_failed", job=self.store.job)
+
+    def problem(self) -> str | None:
+        """For /healthz: why this daemon cannot hold or even seek the lease, or None."""
+        if self._thread is not None and not self._stop.is_set() and not self._thread.is_alive():
+            return "the lease thread died: restart the daemon"
+        silent = time.monotonic() - self.last_answer
+        if self.last_error and silent > self.ttl_ms / 1000:
+            return f"Redis has not answered the lease for {silent:.0f}s: {self.last_error}"
+        return None
 
     def release(self) -> None:
         self._stop.set()

@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from autosizer.redaction import scrub_event
+
 
 def configure_logging(level: str = "info", json: bool = False) -> None:
     renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
@@ -14,7 +16,8 @@ def configure_logging(level: str = "info", json: bool = False) -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            *([structlog.processors.format_exc_info] if json else []),
+            structlog.processors.format_exc_info,  # as text, so scrub_event sees tracebacks too
+            scrub_event,  # last before rendering: no secret and no huge value reaches a line
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),

@@ -1,14 +1,19 @@
 """The daemon's own /metrics and /healthz, on one small HTTP server.
 
-/healthz answers 200 while ticks keep finishing (the last within three intervals, or the one
-running, an actuation say, began less than `max_tick_s` ago), else 503, so systemd or Kubernetes
-restarts a daemon whose scheduler is stuck.
+/healthz answers 200 while the daemon can do its job, else 503 with one line saying why, so
+systemd or Kubernetes can restart it and an operator can read the cause:
+- no tick finished within three intervals, or the running one (an actuation) began more than
+  `max_tick_s` ago (derived from the actuator's timeouts);
+- the last three ticks crashed;
+- any registered check fails (the lease's: Redis silent or refusing the credentials for longer
+  than a lease period, or the lease thread dead).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -19,6 +24,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from autosizer.redaction import redact
 
 
 class DaemonMetrics:
@@ -40,12 +47,34 @@ class DaemonMetrics:
         self.last_tick = time.monotonic()  # start counts as a tick: healthy until proven stuck
         self.running_since: float | None = None
         self.max_tick_s = 900.0
+        self.crashes = 0  # consecutive
+        self.last_crash = ""
+        self.checks: list[Callable[[], str | None]] = []
+
+    def crashed(self, error: str | None) -> None:
+        """Count a crashed tick (`error`), or reset the count after one that did not crash."""
+        if error is None:
+            self.crashes = 0
+        else:
+            self.crashes, self.last_crash = self.crashes + 1, error
+
+    def problem(self) -> str | None:
+        """Why the daemon cannot do its job now, or None when it can."""
+        now = time.monotonic()
+        if self.running_since is not None and now - self.running_since >= self.max_tick_s:
+            return f"stuck: a tick has run for {now - self.running_since:.0f}s (limit {self.max_tick_s:.0f}s)"
+        if self.running_since is None and now - self.last_tick >= 3 * self.interval_s:
+            return f"stuck: no tick finished in {now - self.last_tick:.0f}s"
+        if self.crashes >= 3:
+            return f"ticks crashing: {self.crashes} in a row, last: {self.last_crash[:200]}"
+        for check in self.checks:
+            found = check()
+            if found:
+                return found
+        return None
 
     def healthy(self) -> bool:
-        now = time.monotonic()
-        if self.running_since is not None:
-            return now - self.running_since < self.max_tick_s
-        return now - self.last_tick < 3 * self.interval_s
+        return self.problem() is None
 
 
 def serve(metrics: DaemonMetrics, address: str) -> ThreadingHTTPServer:
@@ -56,9 +85,9 @@ def serve(metrics: DaemonMetrics, address: str) -> ThreadingHTTPServer:
             if self.path.startswith("/metrics"):
                 body, status, kind = generate_latest(metrics.registry), 200, CONTENT_TYPE_LATEST
             elif self.path.startswith("/healthz"):
-                ok = metrics.healthy()
-                body, status, kind = (b"ok\n" if ok else b"stuck: no tick finished lately\n"), (
-                    200 if ok else 503), "text/plain"
+                problem = metrics.problem()
+                body = b"ok\n" if problem is None else redact(problem).encode() + b"\n"
+                status, kind = (200 if problem is None else 503), "text/plain"
             else:
                 body, status, kind = b"not found: try /metrics or /healthz\n", 404, "text/plain"
             self.send_response(status)

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autosizer.elasticity import validate_factor
+from autosizer.elasticity.keys import OVERRIDE_NAMES
 from autosizer.elasticity.store import MetadataStore
 from autosizer.policies.guards import Guards
 
-NAMES = ("factor", "pause", "min_factor", "max_factor", "rescale")
+NAMES = OVERRIDE_NAMES
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -93,7 +94,7 @@ class OverrideStore:
         self.store, self.redis = store, store.redis
 
     def key(self, name: str) -> str:
-        return self.store.key("override", name)
+        return self.store.keys.override(name)
 
     def read(self) -> Overrides:
         def fetch() -> dict[str, tuple[str, int | None]]:

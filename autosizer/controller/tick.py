@@ -17,6 +17,8 @@ import structlog
 
 from autosizer.actuators.base import Actuator, Outcome, Plan
 from autosizer.actuators.journal import ActuationJournal, JournalRefused, last_rescale
+from autosizer.clock import SYSTEM_CLOCK, Clock
+from autosizer.controller.backoff import FAILED, Backoff, BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.evaluator import Evaluation, Evaluator
 from autosizer.controller.history import HistoryStore
@@ -25,7 +27,7 @@ from autosizer.controller.lease import LeaderLease
 from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
-from autosizer.elasticity.store import MetadataStore, StoreError
+from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
 from autosizer.policies.history import InputHistory
@@ -50,6 +52,10 @@ class Tick:
     metrics: DaemonMetrics | None = None
     history_store: HistoryStore | None = None  # the input's recent days, for the policy's foresight
     history: InputHistory | None = None  # loaded from it on the first tick
+    backoff_store: BackoffStore | None = None  # None: no backoff after failed actuations
+    backoff_s: float = 60.0  # the first wait after a failed actuation; doubles per failure
+    backoff_max_s: float = 1800.0
+    clock: Clock = SYSTEM_CLOCK
     policy_state: Any = None
     guard_state: GuardState = field(default_factory=GuardState)
     _reported_errors: tuple[str, ...] = ()
@@ -57,11 +63,20 @@ class Tick:
 
     def __call__(self) -> DecisionRecord | None:
         began = time.perf_counter()
-        self._wall = time.time()  # decisions are stamped when the tick began, not when acting ended
+        self._wall = self.clock.time()  # decisions are stamped when the tick began, not when acting ended
         if self.metrics is not None:
             self.metrics.running_since = time.monotonic()
         try:
             record = self._run(began)
+        except Exception as exc:  # a bug or an unforeseen failure: journaled, counted, not raised
+            log.exception("tick.crashed", job=self.store.job)
+            if self.metrics is not None:
+                self.metrics.crashed(f"{type(exc).__name__}: {exc}")
+            return self._record(None, None, "error", f"tick crashed: {type(exc).__name__}: {exc}",
+                                began)
+        else:
+            if self.metrics is not None:
+                self.metrics.crashed(None)
         finally:
             if self.metrics is not None:
                 self.metrics.running_since = None
@@ -77,11 +92,17 @@ class Tick:
         if not leader:
             log.debug("tick.standby", job=self.store.job)
             return None
+        layout: Layout | None = None
         try:
             layout = self.store.layout()
-            open_entry = self.actuations.open()
+            return self._lead(layout, began)
+        except KeyProblem as exc:  # a key nobody can read: hold, name it, every tick until fixed
+            return self._record(layout, None, "hold", f"hold: {exc}", began)
         except StoreError as exc:
-            return self._record(None, None, "error", str(exc), began)
+            return self._record(layout, None, "error", str(exc), began)
+
+    def _lead(self, layout: Layout, began: float) -> DecisionRecord:
+        open_entry = self.actuations.open()
         if open_entry is not None:
             outcome = self._guarded(lambda: self.actuator.resume(open_entry))
             result, reason = self._describe(outcome, open_entry.from_factor,
@@ -89,25 +110,35 @@ class Tick:
             return self._record(layout, open_entry.to_factor, result, reason, began, actuation=outcome)
         overrides = self._read_overrides()
         samples = self.collector.collect()
-        rescaled = self._last_rescale()
-        since = math.inf if rescaled is None else max(0.0, time.time() - rescaled.at_ms / 1000)
+        rescaled = last_rescale(self.store)
+        since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
         downtime = DEFAULT_DOWNTIME_S if rescaled is None or not rescaled.downtime_s else rescaled.downtime_s
         evaluation = self.evaluator.evaluate(samples, layout, since, downtime)
         decision = self._decide(evaluation, overrides, layout)
         inputs = _inputs(evaluation, samples.seconds)
         if decision.factor == layout.factor:
+            if overrides.rescale and not evaluation.problems:
+                self._consume_rescale()  # acted on: the decision, cooldown skipped, is to hold
             return self._record(layout, decision.factor, "hold", decision.reason, began, inputs,
                                 overrides, details=decision.details)
         if overrides.pause:
             return self._record(layout, decision.factor, "paused",
                                 f"paused by override; would go {layout.factor} -> {decision.factor}: "
                                 f"{decision.reason}", began, inputs, overrides)
+        backoff = self._backoff()
+        if backoff.active(self._wall) and not overrides.rescale:
+            return self._record(layout, decision.factor, "backoff",
+                                f"{backoff.describe(self._wall)}; would go {layout.factor} -> "
+                                f"{decision.factor}: {decision.reason}", began, inputs, overrides)
         obs = evaluation.observation
         trusted = not evaluation.problems  # a pin acts without metrics: verify commits only
         plan = Plan(layout.generation, layout.factor, decision.factor, decision.reason,
                     obs.lag_records if trusted else None, obs.input_rate if trusted else 0.0,
                     obs.processed_rate if trusted else 0.0)
         outcome = self._guarded(lambda: self.actuator.act(plan))
+        if overrides.rescale and not isinstance(outcome, JournalRefused):
+            self._consume_rescale()
+        self._after_actuation(backoff, outcome)
         result, reason = self._describe(outcome, layout.factor, decision.reason)
         return self._record(layout, decision.factor, result, reason, began, inputs, overrides,
                             actuation=outcome, details=decision.details)
@@ -126,8 +157,6 @@ class Tick:
             return Decision(layout.factor, "hold: " + "; ".join(evaluation.problems))
         wish, self.policy_state = self.policy.decide(obs, self.policy_state)
         decision, self.guard_state = overrides.guards(self.guards).apply(obs, wish, self.guard_state)
-        if overrides.rescale:
-            self._clear_rescale_override()
         return decision
 
     def _with_history(self, obs: Observation) -> Observation:
@@ -152,6 +181,9 @@ class Tick:
             outcome = act()
         except (StoreError, JournalRefused) as exc:
             return exc
+        except Exception as exc:  # an actuator's own failure (a plug-in's too): journaled
+            log.exception("actuation.crashed", job=self.store.job)
+            return RuntimeError(f"{type(exc).__name__}: {exc}")
         if self.metrics is not None and outcome.result != "dry_run":
             self.metrics.actuation_seconds.observe(time.perf_counter() - began)
         return outcome
@@ -166,24 +198,42 @@ class Tick:
         return outcome.result, "; ".join(p for p in (reason, outcome.detail) if p)
 
     def _read_overrides(self) -> Overrides:
-        try:
-            found = self.overrides.read()
-        except StoreError as exc:
-            log.error("overrides.unreadable", job=self.store.job, error=str(exc))
-            return Overrides()
+        """The overrides; a Redis failure here fails the tick (a pause must never be missed)."""
+        found = self.overrides.read()
         if found.errors != self._reported_errors:
             for error in found.errors:
                 log.error("override.invalid", job=self.store.job, error=error)
             self._reported_errors = found.errors
         return found
 
-    def _last_rescale(self):
-        try:
-            return last_rescale(self.store)
-        except StoreError:
-            return None
+    def _backoff(self) -> Backoff:
+        return Backoff() if self.backoff_store is None else self.backoff_store.read()
 
-    def _clear_rescale_override(self) -> None:
+    def _after_actuation(self, backoff: Backoff, outcome: Outcome | Exception) -> None:
+        """A completed rescale clears the backoff; a failed one doubles it. A refusal (lease
+        lost, another actuation open) was no attempt and changes nothing."""
+        if self.backoff_store is None or isinstance(outcome, JournalRefused):
+            return
+        result = "error" if isinstance(outcome, Exception) else outcome.result
+        if result in FAILED:
+            why = f"{result}: {outcome if isinstance(outcome, Exception) else outcome.detail}"
+            after = backoff.after_failure(self._wall, why, self.backoff_s, self.backoff_max_s)
+            log.warning("actuation.backoff", job=self.store.job, failures=after.failures,
+                        wait_s=round(after.until - self._wall, 1), last=why)
+        elif result == "done":
+            after = Backoff()
+        else:
+            return
+        if after != backoff:
+            self._save_backoff(after)
+
+    def _save_backoff(self, backoff: Backoff) -> None:
+        try:
+            self.backoff_store.save(backoff)  # type: ignore[union-attr]
+        except StoreError as exc:
+            log.error("backoff.unwritable", job=self.store.job, error=str(exc))
+
+    def _consume_rescale(self) -> None:
         try:
             self.overrides.clear("rescale")
         except StoreError as exc:

@@ -8,17 +8,17 @@ go through it, so fencing and atomicity live in one place:
 - a migration is one MULTI/EXEC watched on the current pointer and the old checkpoints: readers see
   the old generation or the new one, never half of it.
 
-Keys, all under `autosizer:{<job>}:` (the braces keep a job's keys in one Redis Cluster slot):
-`layout:current`, `layout:<g>`, `checkpoints:<g>` (hash task -> progress JSON), `startpoints`
-(hash key -> startpoint JSON).
+Key names and types come from `keys.JobKeys`, the one place they are made. A key holding the
+wrong type, or content that does not parse, is a `KeyProblem` naming the key and the fix, never a
+raw WRONGTYPE or JSON error.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import structlog
@@ -28,6 +28,7 @@ from autosizer.elasticity.checkpoints import (
     TaskProgress,
     encode_task_progress,
 )
+from autosizer.elasticity.keys import JobKeys, unreadable_fix, wrong_type_fix
 from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.startpoints import (
     DEFAULT_EXPIRY_MS,
@@ -36,6 +37,7 @@ from autosizer.elasticity.startpoints import (
     StartpointKey,
     fan_out,
 )
+from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -70,7 +72,15 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    pass
+    """Redis cannot be reached (retryable) or refused the credentials (not retryable)."""
+
+    def __init__(self, message: str, retryable: bool = True):
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class KeyProblem(StoreError):
+    """A job key holds the wrong type or unreadable content; the message names it and the fix."""
 
 
 class NoLayout(StoreError):
@@ -92,25 +102,28 @@ class StaleGeneration(StoreError):
         )
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
-
-
 class MetadataStore:
-    """Layouts, checkpoints and startpoints of one job, in Redis."""
+    """Layouts, checkpoints and startpoints of one job, in Redis.
 
-    def __init__(self, url: str, job: str, *, keep_generations: int = KEEP_GENERATIONS):
+    `outage_s` > 0 makes every call ride through a Redis outage that long: a call that cannot
+    reach Redis is retried with capped exponential backoff, then fails naming the limit. Every
+    write the pipeline repeats this way is idempotent (a commit rewrites the same progress under
+    the same generation and batch number). The daemon keeps it at 0: a tick that cannot reach
+    Redis holds, and the next tick tries again.
+    """
+
+    def __init__(self, url: str, job: str, *, keep_generations: int = KEEP_GENERATIONS,
+                 outage_s: float = 0.0, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic):
         if not job or any(c in job for c in "{}: \t\n"):
             raise ValueError(f"invalid job name {job!r}: use letters, digits, '-', '_' or '.'")
         self.url, self.job = url, job
         self.keep_generations = keep_generations
-        self.prefix = f"autosizer:{{{job}}}:"
+        self.outage_s = outage_s
+        self._sleep, self._monotonic = sleep, monotonic
+        self._outage_began: float | None = None
+        self.keys = JobKeys(job)
+        self.prefix = self.keys.prefix
         try:
             self.redis = redis.Redis.from_url(
                 url, socket_connect_timeout=3, socket_timeout=10, health_check_interval=30
@@ -125,11 +138,45 @@ class MetadataStore:
     # --- keys ----------------------------------------------------------------------------------
 
     def key(self, *parts: object) -> str:
-        return self.prefix + ":".join(str(p) for p in parts)
+        return self.keys.key(*parts)
 
     @property
     def _current_key(self) -> str:
-        return self.key("layout", "current")
+        return self.keys.current
+
+    def parse(self, key: str, raw: Any, parse: Callable[[Any], T]) -> T:
+        """`parse(raw)`, or a KeyProblem naming `key` when its content does not parse."""
+        try:
+            return parse(raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
+            raise KeyProblem(unreadable_fix(key, problem)) from None
+
+    def wrong_types(self) -> list[str]:
+        """One line per job key whose Redis type is not the one it should have."""
+        expected = self.keys.expected(None)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in expected:
+            pipe.type(key)
+        found = dict(zip(expected, pipe.execute(), strict=True))
+        generation = None
+        if found.get(self.keys.current) in (b"string", "string"):
+            raw = self.redis.get(self.keys.current)
+            if raw is not None and raw.strip().isdigit():
+                generation = int(raw)
+        if generation is not None:
+            more = {k: s for k, s in self.keys.expected(generation).items() if k not in expected}
+            pipe = self.redis.pipeline(transaction=False)
+            for key in more:
+                pipe.type(key)
+            found.update(zip(more, pipe.execute(), strict=True))
+            expected = {**expected, **more}
+        out = []
+        for key, kind in found.items():
+            kind = kind.decode() if isinstance(kind, bytes) else kind
+            if kind != "none" and kind != expected[key].type:
+                out.append(wrong_type_fix(key, kind, expected[key]))
+        return out
 
     # --- layouts -------------------------------------------------------------------------------
 
@@ -138,19 +185,20 @@ class MetadataStore:
 
     def current_generation(self) -> int | None:
         raw = self.call(lambda: self.redis.get(self._current_key))
-        return None if raw is None else int(raw)
+        return None if raw is None else self.parse(self._current_key, raw, _generation)
 
     def layout(self, generation: int | None = None) -> Layout:
         """The layout of `generation`, or the current one."""
         gen = self.current_generation() if generation is None else generation
-        raw = None if gen is None else self.call(lambda: self.redis.get(self.key("layout", gen)))
+        key = self.keys.layout(gen or 0)
+        raw = None if gen is None else self.call(lambda: self.redis.get(key))
         if raw is None:
             which = "a current layout" if generation is None else f"layout generation {generation}"
             raise NoLayout(
                 f"job {self.job!r} has no {which} in Redis at {redact(self.url)}: "
                 "create one with `autosizer layout init`"
             )
-        return Layout.from_json(raw)
+        return self.parse(key, raw, Layout.from_json)
 
     def init_layout(self, layout: Layout, checkpoints: Checkpoints | None = None) -> None:
         """Publish the first layout (and optionally adopted checkpoints); refuses to overwrite."""
@@ -178,10 +226,10 @@ class MetadataStore:
     def checkpoints(self, generation: int | None = None) -> Checkpoints:
         """All tasks' progress for `generation` (default: current), with its layout."""
         layout = self.layout(generation)
-        raw = self.call(lambda: self.redis.hgetall(self.key("checkpoints", layout.generation)))
-        return Checkpoints.from_task_json(
-            layout, {name.decode(): value for name, value in raw.items()}
-        )
+        key = self.keys.checkpoints(layout.generation)
+        raw = self.call(lambda: self.redis.hgetall(key))
+        return self.parse(key, raw, lambda r: Checkpoints.from_task_json(
+            layout, {name.decode(): value for name, value in r.items()}))
 
     def commit(
         self, generation: int, progress: Mapping[str, TaskProgress], batch: int | None = None
@@ -196,8 +244,8 @@ class MetadataStore:
         for task, entries in progress.items():
             args += [task, encode_task_progress(entries)]
         args += self._passed_startpoints(progress)
-        keys = [self._current_key, self.key("checkpoints", generation), self.key("startpoints"),
-                self.key("batch", generation)]
+        keys = [self._current_key, self.keys.checkpoints(generation), self.keys.startpoints,
+                self.keys.batch(generation)]
         try:
             self.call(lambda: self._commit(keys=keys, args=args))
         except redis.ResponseError as exc:
@@ -210,8 +258,9 @@ class MetadataStore:
 
     def committed_batch(self, generation: int) -> int:
         """The number of the last micro-batch committed under `generation` (0: none yet)."""
-        raw = self.call(lambda: self.redis.get(self.key("batch", generation)))
-        return 0 if raw is None else int(raw)
+        key = self.keys.batch(generation)
+        raw = self.call(lambda: self.redis.get(key))
+        return 0 if raw is None else self.parse(key, raw, _generation)
 
     def migrate(self, old_generation: int, new_layout: Layout) -> Checkpoints:
         """Move every checkpoint to `new_layout` and make it current, in one transaction.
@@ -219,7 +268,7 @@ class MetadataStore:
         Pinned startpoints of the old tasks are folded into the old checkpoints first, so their
         effect survives the task names changing.
         """
-        old_cp_key = self.key("checkpoints", old_generation)
+        old_cp_key = self.keys.checkpoints(old_generation)
         result: list[Checkpoints] = []
 
         def txn(pipe: redis.client.Pipeline) -> None:
@@ -228,26 +277,26 @@ class MetadataStore:
                 raise StaleGeneration(
                     old_generation, None if current is None else int(current), "migration"
                 )
-            old_layout = Layout.from_json(pipe.get(self.key("layout", old_generation)))
+            old_layout = Layout.from_json(pipe.get(self.keys.layout(old_generation)))
             raw = pipe.hgetall(old_cp_key)
             old = Checkpoints.from_task_json(old_layout, {k.decode(): v for k, v in raw.items()})
             folded = self._fold_startpoints(pipe, old)
             new = old.migrate(new_layout)
             pipe.multi()
             for field in folded:
-                pipe.hdel(self.key("startpoints"), field)
+                pipe.hdel(self.keys.startpoints, field)
             self._write_generation(pipe, new)
             pipe.set(self._current_key, new_layout.generation)
             # Generations move up one at a time, so dropping one per migration keeps the last few.
             stale = new_layout.generation - self.keep_generations
             pipe.delete(
-                self.key("layout", stale), self.key("checkpoints", stale), self.key("batch", stale)
+                self.keys.layout(stale), self.keys.checkpoints(stale), self.keys.batch(stale)
             )
             result[:] = [new]
 
         self.call(
             lambda: self.redis.transaction(
-                txn, self._current_key, old_cp_key, self.key("startpoints")
+                txn, self._current_key, old_cp_key, self.keys.startpoints
             )
         )
         log.info("layout.migrated", job=self.job, old=old_generation,
@@ -270,25 +319,26 @@ class MetadataStore:
                     f"virtual task {key.task!r} does not read {key.topic}[{key.partition}]: "
                     "pick a task from `autosizer layout show`"
                 )
-        self.call(lambda: self.redis.hset(self.key("startpoints"), key.encode(), startpoint.to_json()))
+        self.call(lambda: self.redis.hset(self.keys.startpoints, key.encode(), startpoint.to_json()))
 
     def startpoints(self) -> dict[StartpointKey, Startpoint]:
-        raw = self.call(lambda: self.redis.hgetall(self.key("startpoints")))
-        return {StartpointKey.decode(k): Startpoint.from_json(v) for k, v in raw.items()}
+        raw = self.call(lambda: self.redis.hgetall(self.keys.startpoints))
+        return self.parse(self.keys.startpoints, raw, lambda r: {
+            StartpointKey.decode(k): Startpoint.from_json(v) for k, v in r.items()})
 
     def clear_startpoints(self, keys: list[StartpointKey] | None = None) -> int:
         """Delete the given startpoints (all when `keys` is None); returns how many went."""
         if keys is None:
-            return int(self.call(lambda: self.redis.delete(self.key("startpoints"))))
+            return int(self.call(lambda: self.redis.delete(self.keys.startpoints)))
         if not keys:
             return 0
-        return int(self.call(lambda: self.redis.hdel(self.key("startpoints"), *[k.encode() for k in keys])))
+        return int(self.call(lambda: self.redis.hdel(self.keys.startpoints, *[k.encode() for k in keys])))
 
     def fan_out_startpoints(
         self, layout: Layout, now_ms: int | None = None, expiry_ms: int = DEFAULT_EXPIRY_MS
     ) -> FanOut:
         """Re-key startpoints by task for a starting generation, atomically (seed 004 step 3)."""
-        key = self.key("startpoints")
+        key = self.keys.startpoints
         result: list[FanOut] = []
 
         def txn(pipe: redis.client.Pipeline) -> None:
@@ -317,15 +367,15 @@ class MetadataStore:
         field = key.encode()
 
         def txn(pipe: redis.client.Pipeline) -> bool:
-            if pipe.hget(self.key("startpoints"), field) != original.to_json().encode():
+            if pipe.hget(self.keys.startpoints, field) != original.to_json().encode():
                 return False
             pipe.multi()
-            pipe.hset(self.key("startpoints"), field, resolved.to_json())
+            pipe.hset(self.keys.startpoints, field, resolved.to_json())
             return True
 
         return bool(
             self.call(
-                lambda: self.redis.transaction(txn, self.key("startpoints"), value_from_callable=True)
+                lambda: self.redis.transaction(txn, self.keys.startpoints, value_from_callable=True)
             )
         )
 
@@ -333,15 +383,15 @@ class MetadataStore:
 
     def _write_generation(self, pipe: redis.client.Pipeline, cp: Checkpoints) -> None:
         gen = cp.layout.generation
-        pipe.set(self.key("layout", gen), cp.layout.to_json())
-        pipe.delete(self.key("checkpoints", gen))
+        pipe.set(self.keys.layout(gen), cp.layout.to_json())
+        pipe.delete(self.keys.checkpoints(gen))
         pipe.hset(
-            self.key("checkpoints", gen),
+            self.keys.checkpoints(gen),
             mapping={t.name: cp.task_to_json(t.name) for t in cp.layout.virtual_tasks()},
         )
 
     def _passed_startpoints(self, progress: Mapping[str, TaskProgress]) -> list[str]:
-        raw = self.call(lambda: self.redis.hgetall(self.key("startpoints")))
+        raw = self.call(lambda: self.redis.hgetall(self.keys.startpoints))
         out: list[str] = []
         for field, value in raw.items():
             key = StartpointKey.decode(field)
@@ -353,7 +403,7 @@ class MetadataStore:
 
     def _fold_startpoints(self, pipe: redis.client.Pipeline, cp: Checkpoints) -> list[bytes]:
         folded: list[bytes] = []
-        for field, value in pipe.hgetall(self.key("startpoints")).items():
+        for field, value in pipe.hgetall(self.keys.startpoints).items():
             key, sp = StartpointKey.decode(field), Startpoint.from_json(value)
             if key.task is None or not cp.layout.has_task(key.task):
                 continue
@@ -366,9 +416,39 @@ class MetadataStore:
         return folded
 
     def call(self, fn: Callable[[], T]) -> T:
-        """Run a Redis call of this job, turning connection failures into StoreUnavailable."""
-        with self._errors():
-            return fn()
+        """Run a Redis call of this job, turning connection failures into StoreUnavailable;
+        retried through an outage of up to `outage_s`."""
+        delay = 0.1
+        while True:
+            try:
+                with self._errors():
+                    result = fn()
+            except StoreUnavailable as exc:
+                if not exc.retryable or self.outage_s <= 0:
+                    raise
+                delay = self._wait_out(exc, delay)
+                continue
+            if self._outage_began is not None:
+                log.info("store.reachable_again", job=self.job, url=redact(self.url),
+                         outage_s=round(self._monotonic() - self._outage_began, 2))
+                self._outage_began = None
+            return result
+
+    def _wait_out(self, exc: StoreUnavailable, delay: float) -> float:
+        """Sleep before the next attempt, or raise once the outage passed `outage_s`."""
+        now = self._monotonic()
+        if self._outage_began is None:
+            self._outage_began = now
+            log.warning("store.unreachable_retrying", job=self.job, error=str(exc),
+                        limit_s=self.outage_s)
+        waited = now - self._outage_began
+        if waited >= self.outage_s:
+            self._outage_began = None
+            raise StoreUnavailable(
+                f"Redis unreachable for {waited:.0f}s, past the {self.outage_s:g}s outage limit: "
+                f"{exc}", retryable=False) from None
+        self._sleep(min(delay, self.outage_s - waited))
+        return min(delay * 2, 2.0)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -377,11 +457,30 @@ class MetadataStore:
         except redis.AuthenticationError as exc:
             raise StoreUnavailable(
                 f"Redis at {redact(self.url)} refused the credentials ({exc}): put the right "
-                "password in the URL (redis://:PASSWORD@host:port/db)"
+                "password in the URL (redis://:PASSWORD@host:port/db)", retryable=False
             ) from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise StoreUnavailable(
                 f"cannot reach Redis at {redact(self.url)} ({exc}): start redis-server or fix "
                 "--redis / AUTOSIZER_REDIS_URL"
             ) from None
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            try:
+                found = self.wrong_types()
+            except redis.RedisError:
+                found = []
+            raise KeyProblem("; ".join(found) or (
+                f"a Redis key of job {self.job!r} holds the wrong type ({exc}): compare "
+                "`redis-cli --scan --pattern 'autosizer:{JOB}:*'` with the README's key table"
+            )) from None
+
+
+def _generation(raw: bytes | str) -> int:
+    """A generation or batch number: ASCII digits only (int() also takes '٣' and '+3')."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"{text[:40]!r} is not a whole number")
+    return int(text)
 

@@ -83,6 +83,7 @@ class PipelineConfig:
     metrics_address: str = "127.0.0.1"
     lag_probe_seconds: float = 1.0
     kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
+    redis_outage_s: float = 60.0  # ride through a Redis outage this long, then fail
     kafka_timeout_ms: int = 5000
 
 
@@ -145,7 +146,7 @@ class PipelineAgent:
                  on_batch: Callable[[PipelineAgent, list[TaskProgress]], None] | None = None):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         self.spark, self.config, self.process, self.sink = spark, config, process, sink
-        self.store = MetadataStore(config.redis_url, config.job)
+        self.store = MetadataStore(config.redis_url, config.job, outage_s=config.redis_outage_s)
         self.control = ControlChannel(self.store)
         self.on_batch = on_batch
         self.layout: Layout | None = None

@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=9108,
                         help="serve Prometheus /metrics on this port (default 9108; 0: any free port)")
     parser.add_argument("--metrics-address", default="127.0.0.1", help="address for /metrics")
+    parser.add_argument("--redis-outage-s", type=_number(0.0), default=60.0,
+                        help="ride through a Redis outage this long (the commit is retried, the "
+                             "query keeps its place), then exit with one line (default 60)")
     parser.add_argument("--wait-for-start", action="store_true",
                         help="do not start until the controller sends a start request")
 
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> None:
         batch_seconds=args.batch_seconds, run_ahead=args.run_ahead,
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
-        metrics_address=args.metrics_address,
+        metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
     )
     agent = PipelineAgent(spark, config, process, sink)
     stop = threading.Event()

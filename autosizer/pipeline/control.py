@@ -20,9 +20,9 @@ class ControlChannel:
     def __init__(self, store: MetadataStore):
         self.store = store
         self.redis = store.redis
-        self._request = store.key("control", "request")
-        self._done = store.key("control", "done")
-        self._agent = store.key("agent")
+        self._request = store.keys.control_request
+        self._done = store.keys.control_done
+        self._agent = store.keys.agent
 
     # --- the controller's side -----------------------------------------------------------------
 
@@ -30,12 +30,13 @@ class ControlChannel:
         if action not in ACTIONS:
             raise ValueError(f"unknown control action {action!r}: use one of {', '.join(ACTIONS)}")
         request_id = uuid.uuid4().hex
-        self.redis.hset(self._request, mapping={"id": request_id, "action": action,
-                                                "at_ms": int(time.time() * 1000)})
+        self.store.call(lambda: self.redis.hset(self._request, mapping={
+            "id": request_id, "action": action, "at_ms": int(time.time() * 1000)}))
         return request_id
 
     def status(self) -> dict[str, str]:
-        return {k.decode(): v.decode() for k, v in self.redis.hgetall(self._agent).items()}
+        raw = self.store.call(lambda: self.redis.hgetall(self._agent))
+        return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
 
     def wait_for(self, state: str, timeout_s: float, poll_s: float = 0.05) -> bool:
         """True once the agent reports `state` (e.g. "stopped@3") within the timeout."""
@@ -50,13 +51,13 @@ class ControlChannel:
 
     def pending(self) -> tuple[str, str] | None:
         """The request not yet obeyed, as (id, action)."""
-        raw = self.redis.hgetall(self._request)
+        raw = self.store.call(lambda: self.redis.hgetall(self._request))
         if not raw:
             return None
-        request_id = raw[b"id"].decode()
-        if self.redis.get(self._done) == raw[b"id"]:
+        request_id, action = self.store.parse(self._request, raw, _request_fields)
+        if self.store.call(lambda: self.redis.get(self._done)) == raw[b"id"]:
             return None
-        return request_id, raw[b"action"].decode()
+        return request_id, action
 
     def drain_pending(self) -> bool:
         """True while a drain request waits to be obeyed: running batches should wrap up."""
@@ -64,9 +65,16 @@ class ControlChannel:
         return pending is not None and pending[1] == "drain"
 
     def done(self, request_id: str) -> None:
-        self.redis.set(self._done, request_id)
+        self.store.call(lambda: self.redis.set(self._done, request_id))
 
     def report(self, state: str, **fields: Any) -> None:
         mapping = {"state": state, "heartbeat_ms": int(time.time() * 1000)}
         mapping.update({k: "" if v is None else str(v) for k, v in fields.items()})
-        self.redis.hset(self._agent, mapping=mapping)
+        self.store.call(lambda: self.redis.hset(self._agent, mapping=mapping))
+
+
+def _request_fields(raw: dict[bytes, bytes]) -> tuple[str, str]:
+    request_id, action = raw[b"id"].decode(), raw[b"action"].decode()
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action[:40]!r}")
+    return request_id, action

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 from autosizer.elasticity.store import (
+    KeyProblem,
     LayoutExists,
     MetadataStore,
     NoLayout,
@@ -205,3 +207,80 @@ def test_rediss_url_with_auth(tmp_path, job):
             plain.layout()
     finally:
         server.stop()
+
+
+def test_a_store_with_an_outage_limit_rides_through_a_redis_restart(tmp_path, job):
+    """The pipeline's store: a call made while Redis is down waits for it, then succeeds."""
+    server = RedisServer(tmp_path / "outage").start()
+    try:
+        store = MetadataStore(server.url, job, outage_s=30)
+        store.init_layout(Layout(topics={"orders": 2}, factor=2))
+        server.stop()
+        restart = threading.Timer(1.5, server.start)
+        restart.start()
+        began = time.monotonic()
+        assert store.current_generation() == 1
+        assert time.monotonic() - began >= 1.0, "the call should have waited for the restart"
+        restart.join()
+    finally:
+        server.stop()
+
+
+def test_past_the_outage_limit_a_call_fails_with_one_line_naming_the_limit(job):
+    slept: list[float] = []
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    store = MetadataStore(f"redis://:pw@127.0.0.1:{free_port()}/0", job, outage_s=5,
+                          sleep=sleep, monotonic=lambda: clock[0])
+    with pytest.raises(StoreUnavailable, match=r"unreachable for 5s, past the 5s outage limit") as err:
+        store.layout()
+    assert "pw" not in str(err.value) and "\n" not in str(err.value)
+    assert slept[:4] == [0.1, 0.2, 0.4, 0.8] and max(slept) <= 2.0, "capped exponential backoff"
+    assert sum(slept) == pytest.approx(5.0)
+
+
+def test_wrong_credentials_are_not_retried_through_the_outage_limit(tmp_path, job):
+    server = RedisServer(tmp_path / "auth2", password="s3cret").start()
+    try:
+        wrong = MetadataStore(server.url.replace("s3cret", "nope"), job, outage_s=600)
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="refused the credentials"):
+            wrong.layout()
+        assert time.monotonic() - began < 60
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("key, bad", [
+    ("layout:current", lambda r, k: r.hset(k, "a", "1")),
+    ("startpoints", lambda r, k: r.set(k, "x")),
+    ("checkpoints:1", lambda r, k: (r.delete(k), r.rpush(k, "x"))),
+])
+def test_a_key_of_the_wrong_type_is_named_with_its_fix(store, key, bad):
+    store.init_layout(Layout(topics={"orders": 2}, factor=2))
+    full = store.key(*key.split(":"))
+    if key == "layout:current":
+        store.redis.delete(full)
+    bad(store.redis, full)
+    with pytest.raises(KeyProblem) as err:
+        store.checkpoints() if key != "startpoints" else store.startpoints()
+    assert full in str(err.value) and "not a " in str(err.value)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("layout:current", "١"),  # a non-ASCII digit int() would take
+    ("layout:current", "abc"),
+    ("layout:1", "{not json"),
+    ("batch:1", "-3"),
+])
+def test_unreadable_content_is_named_with_its_fix(store, key, value):
+    store.init_layout(Layout(topics={"orders": 2}, factor=2))
+    full = store.key(*key.split(":"))
+    store.redis.set(full, value)
+    with pytest.raises(KeyProblem, match="cannot read") as err:
+        store.layout() if key != "batch:1" else store.committed_batch(1)
+    assert full in str(err.value)

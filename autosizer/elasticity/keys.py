@@ -1,0 +1,162 @@
+"""Every Redis key of a job, its type and who writes it: the one place a key name is made.
+
+All keys sit under `autosizer:{<job>}:` (the braces keep one job's keys in one Redis Cluster slot,
+so its scripts and transactions may touch several). Everything that reads or writes Redis takes
+its key from `JobKeys`, so a key of the wrong type, or with content nobody can read, can be named
+with its fix (`wrong_type_fix`) instead of surfacing as a raw WRONGTYPE error. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One key (or family, `<g>` standing for a generation, `<name>` for an override)."""
+
+    suffix: str
+    type: str  # what Redis TYPE answers
+    writer: str  # the module that writes it
+    fix: str  # what an operator does when it holds something else
+
+
+SPECS: tuple[KeySpec, ...] = (
+    KeySpec("layout:current", "string", "elasticity.store", "restore it from a backup, or delete "
+            "the job's keys and run `autosizer layout init` again"),
+    KeySpec("layout:<g>", "string", "elasticity.store", "restore it from a backup"),
+    KeySpec("checkpoints:<g>", "hash", "elasticity.store", "restore it from a backup"),
+    KeySpec("batch:<g>", "string", "elasticity.store", "delete it (the sink then re-checks its "
+            "last batch)"),
+    KeySpec("startpoints", "hash", "elasticity.store", "delete it and set the startpoints again"),
+    KeySpec("override:<name>", "string", "controller.overrides", "`autosizer override clear "
+            "<name>` and set it again with `autosizer override set`"),
+    KeySpec("leader", "string", "controller.lease", "delete it; the daemon takes the lease again"),
+    KeySpec("actuation", "string", "actuators.journal", "delete it once no rescale is running"),
+    KeySpec("actuations", "list", "actuators.journal", "delete it (finished actuations only)"),
+    KeySpec("rescale", "hash", "actuators.journal", "delete it (the cooldown restarts)"),
+    KeySpec("decisions", "stream", "controller.journal", "delete it (past decisions only)"),
+    KeySpec("history", "hash", "controller.history", "delete it (the policy relearns the day)"),
+    KeySpec("control:request", "hash", "pipeline.control", "delete it once no rescale is running"),
+    KeySpec("control:done", "string", "pipeline.control", "delete it once no rescale is running"),
+    KeySpec("agent", "hash", "pipeline.control", "delete it; the pipeline reports again"),
+    KeySpec("backoff", "hash", "controller.backoff", "delete it (the next rescale is allowed at "
+            "once)"),
+)
+
+OVERRIDE_NAMES = ("factor", "pause", "min_factor", "max_factor", "rescale")
+
+
+class JobKeys:
+    """The key names of one job."""
+
+    def __init__(self, job: str):
+        self.job = job
+        self.prefix = f"autosizer:{{{job}}}:"
+
+    def key(self, *parts: object) -> str:
+        return self.prefix + ":".join(str(p) for p in parts)
+
+    @property
+    def current(self) -> str:
+        return self.key("layout", "current")
+
+    def layout(self, generation: int) -> str:
+        return self.key("layout", generation)
+
+    def checkpoints(self, generation: int) -> str:
+        return self.key("checkpoints", generation)
+
+    def batch(self, generation: int) -> str:
+        return self.key("batch", generation)
+
+    def generation_keys(self, generation: int) -> tuple[str, str, str]:
+        return self.layout(generation), self.checkpoints(generation), self.batch(generation)
+
+    @property
+    def startpoints(self) -> str:
+        return self.key("startpoints")
+
+    def override(self, name: str) -> str:
+        return self.key("override", name)
+
+    @property
+    def leader(self) -> str:
+        return self.key("leader")
+
+    @property
+    def actuation(self) -> str:
+        return self.key("actuation")
+
+    @property
+    def actuations(self) -> str:
+        return self.key("actuations")
+
+    @property
+    def rescale(self) -> str:
+        return self.key("rescale")
+
+    @property
+    def decisions(self) -> str:
+        return self.key("decisions")
+
+    @property
+    def history(self) -> str:
+        return self.key("history")
+
+    @property
+    def control_request(self) -> str:
+        return self.key("control", "request")
+
+    @property
+    def control_done(self) -> str:
+        return self.key("control", "done")
+
+    @property
+    def agent(self) -> str:
+        return self.key("agent")
+
+    @property
+    def backoff(self) -> str:
+        return self.key("backoff")
+
+    def expected(self, generation: int | None) -> dict[str, KeySpec]:
+        """Every key this job may have now, with its spec (generation keys of `generation` only)."""
+        out: dict[str, KeySpec] = {}
+        for spec in SPECS:
+            if "<g>" in spec.suffix:
+                if generation is not None:
+                    out[self.key(spec.suffix.replace("<g>", str(generation)))] = spec
+            elif "<name>" in spec.suffix:
+                for name in OVERRIDE_NAMES:
+                    out[self.override(name)] = spec
+            else:
+                out[self.key(spec.suffix)] = spec
+        return out
+
+
+def spec_for(key: str) -> KeySpec | None:
+    """The spec of a key of any job, by its suffix."""
+    suffix = key.split("}:", 1)[-1]
+    head, _, tail = suffix.rpartition(":")
+    for spec in SPECS:
+        if spec.suffix == suffix or (
+            head and spec.suffix.rpartition(":")[0] == head
+            and spec.suffix.endswith(("<g>", "<name>")) and tail
+        ):
+            return spec
+    return None
+
+
+def unreadable_fix(key: str, problem: str) -> str:
+    """One line for a key whose content cannot be parsed."""
+    spec = spec_for(key)
+    fix = spec.fix.replace("<name>", key.rsplit(":", 1)[1]) if spec else "delete it"
+    return f"Redis key {key!r} holds content autosizer cannot read ({problem}): {fix}"
+
+
+def wrong_type_fix(key: str, found: str, spec: KeySpec) -> str:
+    """One line: which key holds what, what it should hold, and what to do."""
+    name = key.rsplit(":", 1)[1]
+    return (f"Redis key {key!r} holds a {found}, not a {spec.type}: "
+            f"{spec.fix.replace('<name>', name)}")
