@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autosizer.actuators.journal import ActuationJournal, Entry
+from autosizer.checks import finite
 from autosizer.elasticity.store import MetadataStore
 
 
@@ -54,6 +55,10 @@ class Actuator(Protocol):
 
 
 def number(name: str, value: Any, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+    if isinstance(value, str):  # a string is never read as a number here; say so
         raise ValueError(f"actuator setting {name} must be a number >= {minimum:g}, not {value!r}")
-    return float(value)
+    try:
+        return finite(value, f"actuator setting {name}", minimum, 7 * 86400)
+    except ValueError:
+        raise ValueError(f"actuator setting {name} must be a finite number >= {minimum:g} "
+                         f"(seconds at most a week), not {value!r}") from None

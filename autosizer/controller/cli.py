@@ -10,16 +10,24 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
+import redis
+
+from autosizer.checks import MAX_OFFSET, argtype, whole
 from autosizer.controller.config import DEFAULT_REDIS
 from autosizer.controller.logging import configure_logging
 from autosizer.controller.table import format_table
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 from autosizer.elasticity.store import MetadataStore, StoreError
+from autosizer.redaction import clip, redact
+
+MAX_PARTITIONS = 100_000  # per topic, as Kafka allows
+MAX_TASKS = 65_536  # virtual tasks in one layout: each is a checkpoint entry and a thread's work
 
 
 class UsageError(Exception):
@@ -51,11 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except KeyError as exc:
         return _fail(str(exc.args[0]) if exc.args else "not found")
+    except redis.RedisError as exc:  # none should get here; if one does, one line, no secret
+        return _fail(f"Redis: {type(exc).__name__}: {redact(str(exc))[:300]}")
     return 0
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"autosizer: error: {message}\n")
+    sys.stderr.write(f"autosizer: error: {clip(redact(message), 500)}\n")
     return 2
 
 
@@ -78,25 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     init = layout.add_parser("init", parents=[common], help="publish a job's first layout")
     init.add_argument("--topic", action="append", required=True, metavar="NAME=PARTITIONS",
                       help="an input topic and its partition count; repeat for more topics")
-    init.add_argument("--factor", type=_int("--factor"), default=1, help="elasticity factor (power of two)")
+    init.add_argument("--factor", type=_int("--factor", 1, 1024), default=1,
+                      help="elasticity factor (power of two, at most 1024)")
     init.add_argument("--grouper", default="partition", help="partition, topic-partition or fixed")
     init.add_argument("--offset", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
                       help="adopt a plain per-partition position of a job that ran without virtual tasks")
     init.set_defaults(run=_layout_init)
     show = layout.add_parser("show", parents=[common], help="the current layout and its virtual tasks")
-    show.add_argument("--generation", type=_int("--generation"))
+    show.add_argument("--generation", type=_int("--generation", 1))
     show.set_defaults(run=_layout_show)
 
     checkpoints = groups.add_parser("checkpoints", help="virtual tasks' progress").add_subparsers(parser_class=_Parser)
     cshow = checkpoints.add_parser("show", parents=[common], help="progress per task and partition")
-    cshow.add_argument("--generation", type=_int("--generation"))
+    cshow.add_argument("--generation", type=_int("--generation", 1))
     cshow.set_defaults(run=_checkpoints_show)
 
     startpoint = groups.add_parser("startpoint", help="operator start positions").add_subparsers(parser_class=_Parser)
     sset = startpoint.add_parser("set", parents=[common], help="request a start position")
     _target(sset, required=True)
     where = sset.add_mutually_exclusive_group(required=True)
-    where.add_argument("--offset", type=_int("--offset"))
+    where.add_argument("--offset", type=_int("--offset", 0, MAX_OFFSET))
     where.add_argument("--timestamp", help="epoch milliseconds or ISO 8601 (2026-11-22T10:00:00Z)")
     where.add_argument("--oldest", action="store_true")
     where.add_argument("--upcoming", action="store_true")
@@ -142,18 +153,12 @@ def _pipeline_run(args: argparse.Namespace) -> None:
 
 def _target(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--topic", required=required)
-    parser.add_argument("--partition", type=_int("--partition"), required=required)
+    parser.add_argument("--partition", type=_int("--partition", 0, MAX_PARTITIONS - 1), required=required)
     parser.add_argument("--task", help="only this virtual task (default: every task reading the partition)")
 
 
-def _int(flag: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} takes a whole number, not {text!r}") from None
-
-    return parse
+def _int(flag: str, low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    return argtype(flag, whole, low, high)
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -169,18 +174,27 @@ def _layout_init(args: argparse.Namespace) -> None:
     topics: dict[str, int] = {}
     for spec in args.topic:
         name, _, count = spec.partition("=")
-        if not name or not count.isdigit():
+        if not name or not (count.isascii() and count.isdigit()):
             raise UsageError(f"--topic {spec!r} is not NAME=PARTITIONS, e.g. --topic orders=4")
-        topics[name] = int(count)
+        if name in topics:
+            raise UsageError(f"--topic {name} is given twice: give each topic once")
+        topics[name] = whole(count, f"--topic {name} partitions", 1, MAX_PARTITIONS)
+    tasks = sum(topics.values()) * args.factor
+    if tasks > MAX_TASKS:
+        raise UsageError(f"{sum(topics.values())} partitions x factor {args.factor} is {tasks} "
+                         f"virtual tasks, above the {MAX_TASKS} autosizer handles: use a smaller "
+                         "--factor")
     layout = Layout(topics=topics, factor=args.factor, grouper=args.grouper)
     offsets: dict[tuple[str, int], int] = {}
     for spec in args.offset:
         try:
             where, value = spec.split("=")
             topic, partition = where.rsplit(":", 1)
-            offsets[(topic, int(partition))] = int(value)
-        except ValueError:
-            raise UsageError(f"--offset {spec!r} is not TOPIC:PARTITION=OFFSET, e.g. orders:0=120") from None
+            key = (topic, whole(partition, f"--offset {spec!r} partition", 0))
+            offsets[key] = whole(value, f"--offset {spec!r} offset", 0, MAX_OFFSET)
+        except ValueError as exc:
+            detail = str(exc) if "--offset" in str(exc) else f"--offset {spec!r} is not TOPIC:PARTITION=OFFSET"
+            raise UsageError(f"{detail}, e.g. orders:0=120") from None
     unknown = set(offsets) - set(layout.partitions())
     if unknown:
         topic, partition = sorted(unknown)[0]
@@ -277,19 +291,25 @@ def _print_startpoints(args: argparse.Namespace, startpoints: dict[StartpointKey
         print(format_table(rows, ["topic", "partition", "task", "position", "resolved", "created"]))
 
 
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds from digits or an ISO 8601 time with a zone."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"malformed timestamp {text!r}: give epoch milliseconds or ISO 8601 like 2026-11-22T10:00:00Z"
-        ) from None
-    if moment.tzinfo is None:
-        raise UsageError(f"timestamp {text!r} has no time zone: add Z or +HH:MM")
-    return int(moment.timestamp() * 1000)
+def parse_timestamp(text: str, now_ms: int | None = None) -> int:
+    """Epoch milliseconds from digits or an ISO 8601 time with a zone, not in the future (a
+    startpoint there would silently mean "upcoming")."""
+    if text.isascii() and text.isdigit():
+        value = int(text)
+    else:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"malformed timestamp {text[:40]!r}: give epoch milliseconds or ISO "
+                             "8601 like 2026-11-22T10:00:00Z") from None
+        if moment.tzinfo is None:
+            raise UsageError(f"timestamp {text!r} has no time zone: add Z or +HH:MM")
+        value = int(moment.timestamp() * 1000)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    if value > now_ms + 86_400_000:
+        raise UsageError(f"timestamp {text[:40]!r} is more than a day in the future: give a past "
+                         "time, or use --upcoming")
+    return value
 
 
 if __name__ == "__main__":

@@ -11,16 +11,19 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from autosizer.actuators.journal import ActuationJournal, last_rescale
+from autosizer.checks import argtype, finite, whole
+from autosizer.controller.backoff import Backoff, BackoffStore
 from autosizer.controller.config import DEFAULT_REDIS, ConfigError, load_config
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
-from autosizer.controller.overrides import NAMES, OverrideStore
+from autosizer.controller.overrides import NAMES, Overrides, OverrideStore
 from autosizer.controller.table import format_table
-from autosizer.elasticity.store import MetadataStore, NoLayout
+from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
 from autosizer.pipeline.control import ControlChannel
 
 
@@ -37,7 +40,8 @@ def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: typ
     status = groups.add_parser("status", parents=[common, config], help="layout, lag, overrides, leader")
     status.set_defaults(run=show_status)
     decisions = groups.add_parser("decisions", parents=[common, config], help="the last decisions")
-    decisions.add_argument("-n", "--count", type=int, default=20, help="how many (default 20)")
+    decisions.add_argument("-n", "--count", type=argtype("-n", whole, 1, 100_000), default=20,
+                           help="how many (default 20, at most 100000)")
     decisions.set_defaults(run=show_decisions)
 
     override = groups.add_parser("override", help="steer or freeze the daemon").add_subparsers(
@@ -55,14 +59,16 @@ def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: typ
 
 
 def parse_duration(text: str) -> float:
+    """Seconds from 90s, 30m, 2h or 1d: at least a second (a shorter TTL is gone before the
+    daemon's next tick reads it) and at most a year."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
     try:
-        seconds = float(number) * units[unit]
+        seconds = finite(number, "--ttl") * units[unit]
     except ValueError:
-        raise ValueError(f"--ttl {text!r} is not a duration: use 90s, 30m, 2h or 1d") from None
-    if seconds <= 0:
-        raise ValueError(f"--ttl {text!r} must be positive")
+        raise ValueError(f"--ttl {text[:40]!r} is not a duration: use 90s, 30m, 2h or 1d") from None
+    if not 1 <= seconds <= 365 * 86400:
+        raise ValueError(f"--ttl {text[:40]!r} must be between 1s and 365d")
     return seconds
 
 
@@ -133,38 +139,73 @@ def _ttl(ms: int | None) -> str:
 
 
 def show_status(args: argparse.Namespace) -> None:
+    """Each part read on its own: a key nobody can read spoils its line (named, with the fix),
+    not the whole status. Redis unreachable fails the command."""
     store = _store(args)
     status: dict[str, Any] = {"job": store.job}
+    problems: list[str] = []
+
+    def part(name: str, read: Callable[[], Any], fallback: Any = None) -> None:
+        try:
+            status[name] = read()
+        except KeyProblem as exc:
+            status[name] = fallback
+            problems.append(str(exc))
+
     try:
-        layout = store.layout()
-        status["layout"] = {"generation": layout.generation, "factor": layout.factor,
-                            "topics": layout.topics, "tasks": len(layout.virtual_tasks())}
+        status["layout"] = _layout_status(store.layout())
     except NoLayout as exc:
         status["layout"] = {"error": str(exc)}
-    status["pipeline"] = ControlChannel(store).status() or {"state": "never reported"}
-    overrides = OverrideStore(store).read()
+    except KeyProblem as exc:
+        status["layout"] = {"error": "unreadable (see problem)"}
+        problems.append(str(exc))
+    part("pipeline", lambda: ControlChannel(store).status() or {"state": "never reported"},
+         {"state": "unreadable"})
+    overrides = Overrides()
+    try:
+        overrides = OverrideStore(store).read()
+    except KeyProblem as exc:
+        problems.append(str(exc))
     status["overrides"] = {n: {"value": v, "expires_in": _ttl(t)} for n, (v, t) in overrides.raw.items()}
     status["override_errors"] = list(overrides.errors)
-    holder, ttl = LeaderLease(store, 1).current_holder()
-    status["leader"] = {"holder": holder, "expires_in_ms": ttl}
+    part("leader", lambda: dict(zip(("holder", "expires_in_ms"), LeaderLease(store, 1).current_holder(),
+                                    strict=True)), {"holder": None, "expires_in_ms": 0})
     journal = ActuationJournal(store, "")
-    entry = journal.open()
-    status["actuation"] = None if entry is None else json.loads(entry.to_json())
-    history = journal.history(1)
-    status["last_actuation"] = None if not history else json.loads(history[0].to_json())
-    rescaled = last_rescale(store)
-    status["last_rescale"] = None if rescaled is None else {
-        "at": _when(rescaled.at_ms / 1000), "downtime_s": rescaled.downtime_s}
-    last = DecisionJournal(store).last(1)
-    status["last_decision"] = last[0] if last else None
+    part("actuation", lambda: _entry_json(journal.open()))
+    part("last_actuation", lambda: _entry_json(next(iter(journal.history(1)), None)))
+    part("last_rescale", lambda: _rescale_status(last_rescale(store)))
+    part("backoff", lambda: _backoff_status(BackoffStore(store).read()))
+    part("last_decision", lambda: next(iter(DecisionJournal(store).last(1)), None))
+    status["problems"] = problems
     if args.json:
         print(json.dumps(status, default=str))
         return
     print(_render_status(status))
 
 
+def _layout_status(layout: Any) -> dict[str, Any]:
+    return {"generation": layout.generation, "factor": layout.factor, "topics": layout.topics,
+            "tasks": len(layout.virtual_tasks())}
+
+
+def _entry_json(entry: Any) -> Any:
+    return None if entry is None else json.loads(entry.to_json())
+
+
+def _rescale_status(rescaled: Any) -> Any:
+    return None if rescaled is None else {"at": _when(rescaled.at_ms / 1000),
+                                          "downtime_s": rescaled.downtime_s}
+
+
+def _backoff_status(backoff: Backoff) -> Any:
+    if not backoff.active(time.time()):
+        return None
+    return {"failures": backoff.failures, "until": _when(backoff.until), "last": backoff.last}
+
+
 def _render_status(s: dict[str, Any]) -> str:
     lines = [f"job        {s['job']}"]
+    lines += [f"problem    {p}" for p in s["problems"]]
     lay = s["layout"]
     lines.append("layout     " + (lay["error"] if "error" in lay else
                                   f"generation {lay['generation']}  factor {lay['factor']}  "
@@ -195,6 +236,10 @@ def _render_status(s: dict[str, Any]) -> str:
     if a:
         lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"
                      + ("  (rollback)" if a["rollback"] else ""))
+    if s["backoff"]:
+        b = s["backoff"]
+        lines.append(f"backoff    until {b['until']} after {b['failures']} failed actuation(s): "
+                     f"{b['last']}")
     if s["last_rescale"]:
         lines.append(f"rescaled   {s['last_rescale']['at']} (downtime {s['last_rescale']['downtime_s']:.1f}s)")
     if d:
@@ -205,8 +250,6 @@ def _render_status(s: dict[str, Any]) -> str:
 
 
 def show_decisions(args: argparse.Namespace) -> None:
-    if args.count < 1:
-        raise ValueError(f"-n {args.count}: give a count of at least 1")
     records = DecisionJournal(_store(args)).last(args.count)
     if args.json:
         print(json.dumps(records))

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from autosizer.checks import finite, whole
 from autosizer.controller.queries import DEFAULT_QUERIES
+from autosizer.elasticity.store import StoreError, check_redis_url
 from autosizer.policies.guards import Guards
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -84,6 +86,9 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
         except FileNotFoundError:
             raise ConfigError(f"config file {path} not found: pass --config PATH to an existing "
                               "file (see the README's config reference)") from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} cannot be read ({type(exc).__name__}): pass "
+                              "--config PATH to a readable TOML file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML ({exc}): fix the syntax") from None
     unknown = set(raw) - {*SECTIONS, "policy", "actuator"}
@@ -102,13 +107,19 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
     return config
 
 
+# AUTOSIZER_* variables read by other parts (the CLI, the pipeline, tests), not config keys.
+OTHER_VARIABLES = frozenset({"AUTOSIZER_CONFIG", "AUTOSIZER_BOOTSTRAP", "AUTOSIZER_HOLD_AT_STEP",
+                             "AUTOSIZER_PROPERTY_EXAMPLES"})
+
+
 def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
     for var, (section, key) in ENV_ALIASES.items():
         if environ.get(var):
             raw.setdefault(section, {})[key] = environ[var]
     for var, value in environ.items():
-        if not var.startswith("AUTOSIZER_") or var in ENV_ALIASES:
+        if not var.startswith("AUTOSIZER_") or var in ENV_ALIASES or var in OTHER_VARIABLES:
             continue
+        _check_variable(var, raw)
         rest = var.removeprefix("AUTOSIZER_").lower()
         for section in (*SECTIONS, "policy", "actuator"):
             if rest.startswith(section + "_"):
@@ -118,6 +129,23 @@ def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
                 else:
                     raw.setdefault(section, {})[key] = value
                 break
+
+
+def _check_variable(var: str, raw: dict[str, Any]) -> None:
+    """An AUTOSIZER_* variable must name a section and one of its keys: a typo
+    (AUTOSIZER_GAURDS_MAX_FACTOR) would otherwise be ignored while the operator thinks it applies."""
+    rest = var.removeprefix("AUTOSIZER_").lower()
+    for section, cls in SECTIONS.items():
+        if rest.startswith(section + "_"):
+            key = rest.removeprefix(section + "_")
+            if key in {f.name for f in fields(cls)}:
+                return
+            raise ConfigError(f"environment variable {var}: [{section}] has no setting {key!r}: "
+                              f"known settings are {', '.join(sorted(f.name for f in fields(cls)))}")
+    if rest.startswith(("policy_", "actuator_")):
+        return  # checked by the plug-in against its own settings
+    raise ConfigError(f"unknown environment variable {var}: use AUTOSIZER_<SECTION>_<KEY> with a "
+                      f"section of {', '.join([*SECTIONS, 'policy', 'actuator'])}, or unset it")
 
 
 def _scalar(text: str) -> Any:
@@ -159,16 +187,12 @@ def _coerce(source: str, section: str, key: str, value: Any, default: Any) -> An
             return value
         raise ConfigError(f"{where} must be true or false")
     if isinstance(default, (int, float)):
-        if isinstance(value, str):
-            try:
-                value = float(value) if isinstance(default, float) else int(value)
-            except ValueError:
-                raise ConfigError(f"{where} must be a number") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where} must be a number")
-        if isinstance(default, int) and (not float(value).is_integer()):
-            raise ConfigError(f"{where} must be a whole number")
-        return type(default)(value)
+        try:
+            if isinstance(default, int) and not (isinstance(value, float) and value.is_integer()):
+                return whole(value, where)
+            return type(default)(finite(value, where))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a string")
     return value
@@ -199,21 +223,32 @@ def _check(config: Config) -> None:
                           "'-', '_' or '.'")
     if not config.job.redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"{src}: [job] redis_url must start with redis:// or rediss://")
-    if d.interval_s <= 0:
-        raise ConfigError(f"{src}: [daemon] interval_s must be > 0, not {d.interval_s}")
+    if not 0.1 <= d.interval_s <= 86400:
+        raise ConfigError(f"{src}: [daemon] interval_s must be between 0.1 and 86400 seconds, "
+                          f"not {d.interval_s}")
     if d.lease_ttl_s < 2 * d.interval_s:
         raise ConfigError(f"{src}: [daemon] lease_ttl_s {d.lease_ttl_s:g} must be at least twice "
                           f"interval_s ({2 * d.interval_s:g}), or the leader loses it between ticks")
-    if d.listen and (":" not in d.listen or not d.listen.rsplit(":", 1)[1].isdigit()):
-        raise ConfigError(f"{src}: [daemon] listen {d.listen!r} must be HOST:PORT (or \"\" for none)")
+    port = d.listen.rsplit(":", 1)[1] if ":" in d.listen else ""
+    if d.listen and not (port.isascii() and port.isdigit() and 0 <= int(port) <= 65535):
+        raise ConfigError(f"{src}: [daemon] listen {d.listen!r} must be HOST:PORT with a port "
+                          "0-65535 (or \"\" for none)")
+    if not 0 < d.backoff_s <= d.backoff_max_s:
+        raise ConfigError(f"{src}: [daemon] backoff_s must be > 0 and at most backoff_max_s "
+                          f"({d.backoff_max_s:g}), not {d.backoff_s:g}")
     if d.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{src}: [daemon] log_level must be debug, info, warning or error")
-    if d.journal_length < 1:
-        raise ConfigError(f"{src}: [daemon] journal_length must be >= 1")
+    if not 1 <= d.journal_length <= 10_000_000:
+        raise ConfigError(f"{src}: [daemon] journal_length must be between 1 and 10000000")
     if not p.url.startswith(("http://", "https://")):
         raise ConfigError(f"{src}: [prometheus] url {p.url!r} must start with http:// or https://")
-    if p.timeout_s <= 0:
-        raise ConfigError(f"{src}: [prometheus] timeout_s must be > 0")
+    if not 0 < p.timeout_s <= 600:
+        raise ConfigError(f"{src}: [prometheus] timeout_s must be > 0 and <= 600")
+    if not config.job.redis_url.startswith("unix://"):
+        try:
+            check_redis_url(config.job.redis_url)
+        except StoreError as exc:
+            raise ConfigError(f"{src}: [job] redis_url: {exc}") from None
     extra = set(p.queries) - set(DEFAULT_QUERIES)
     if extra:
         raise ConfigError(f"{src}: [prometheus.queries] has unknown query {sorted(extra)[0]!r}: "

@@ -97,7 +97,7 @@ class LeaderLease:
             return "the lease thread died: restart the daemon"
         silent = time.monotonic() - self.last_answer
         if self.last_error and silent > self.ttl_ms / 1000:
-            return f"Redis has not answered the lease for {silent:.0f}s: {self.last_error}"
+            return f"the leader lease could not be taken or kept for {silent:.0f}s: {self.last_error}"
         return None
 
     def release(self) -> None:

@@ -19,8 +19,10 @@ from autosizer.elasticity import validate_factor
 from autosizer.elasticity.keys import OVERRIDE_NAMES
 from autosizer.elasticity.store import MetadataStore
 from autosizer.policies.guards import Guards
+from autosizer.redaction import clip
 
 NAMES = OVERRIDE_NAMES
+MAX_VALUE_CHARS = 64  # a longer value is garbage; it is refused, and only its start is echoed
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -56,9 +58,11 @@ def parse(raw: dict[str, tuple[str, int | None]]) -> Overrides:
     errors: list[str] = []
     for name, (text, _) in sorted(raw.items()):
         try:
+            if len(text) > MAX_VALUE_CHARS:
+                raise ValueError(f"{len(text)} characters; a value is a few characters at most")
             values[name] = _PARSERS[name](text.strip())
         except ValueError as exc:
-            errors.append(f"override {name}={text!r} ignored: {exc}")
+            errors.append(f"override {name}={clip(text, 40)!r} ignored: {exc}")
     low, high = values.get("min_factor"), values.get("max_factor")
     if low is not None and high is not None and low > high:
         errors.append(f"overrides min_factor={low} and max_factor={high} ignored: min is above max; "
@@ -68,11 +72,9 @@ def parse(raw: dict[str, tuple[str, int | None]]) -> Overrides:
 
 
 def _factor(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise ValueError("not a whole number; use a power of two like 8") from None
-    return validate_factor(number)
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError("not a whole number; use a power of two like 8")
+    return validate_factor(int(text))
 
 
 def _flag(text: str) -> bool:
@@ -118,6 +120,11 @@ class OverrideStore:
         found = parse({name: (value, None)})
         if found.errors:
             raise ValueError(found.errors[0])
+        if name in ("min_factor", "max_factor"):
+            current = {n: v for n, v in self.read().raw.items() if n in ("min_factor", "max_factor")}
+            together = parse({**current, name: (value, None)})
+            if together.errors:
+                raise ValueError(f"{together.errors[-1]}")
         px = None if ttl_s is None else max(1, int(ttl_s * 1000))
         self.store.call(lambda: self.redis.set(self.key(name), value, px=px))
 

@@ -90,6 +90,9 @@ class Tick:
         if self.metrics is not None:
             self.metrics.leader.set(1 if leader else 0)
         if not leader:
+            if self.lease.last_error:  # not a standby by choice: say why, every tick
+                return self._record(None, None, "hold", "hold: cannot take the leader lease: "
+                                    f"{self.lease.last_error}", began)
             log.debug("tick.standby", job=self.store.job)
             return None
         layout: Layout | None = None

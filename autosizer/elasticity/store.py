@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import redis
 import structlog
@@ -124,15 +125,13 @@ class MetadataStore:
         self._outage_began: float | None = None
         self.keys = JobKeys(job)
         self.prefix = self.keys.prefix
+        check_redis_url(url)
         try:
             self.redis = redis.Redis.from_url(
                 url, socket_connect_timeout=3, socket_timeout=10, health_check_interval=30
             )
-        except ValueError as exc:
-            raise StoreUnavailable(
-                f"invalid Redis URL {redact(url)!r} ({exc}): use redis://[:password@]host:port/db "
-                "or rediss:// for TLS"
-            ) from None
+        except ValueError:  # its message may quote part of the password
+            raise StoreUnavailable(_BAD_URL.format(redact(url)), retryable=False) from None
         self._commit = self.redis.register_script(_COMMIT)
 
     # --- keys ----------------------------------------------------------------------------------
@@ -464,7 +463,15 @@ class MetadataStore:
                 f"cannot reach Redis at {redact(self.url)} ({exc}): start redis-server or fix "
                 "--redis / AUTOSIZER_REDIS_URL"
             ) from None
+        except redis.InvalidResponse:
+            raise StoreUnavailable(
+                f"{redact(self.url)} does not answer like a Redis server: fix the host and port "
+                "in --redis / AUTOSIZER_REDIS_URL", retryable=False) from None
         except redis.ResponseError as exc:
+            if "DB index is out of range" in str(exc):
+                raise StoreUnavailable(
+                    f"Redis at {redact(self.url)} has no such database: use a db number below "
+                    "its `databases` setting (default 16), e.g. /0", retryable=False) from None
             if "WRONGTYPE" not in str(exc):
                 raise
             try:
@@ -475,6 +482,31 @@ class MetadataStore:
                 f"a Redis key of job {self.job!r} holds the wrong type ({exc}): compare "
                 "`redis-cli --scan --pattern 'autosizer:{JOB}:*'` with the README's key table"
             )) from None
+
+
+_BAD_URL = ("invalid Redis URL {}: use redis://[:password@]host:port/db (or rediss:// for TLS), "
+            "with /, #, ?, @ and : in the password percent-encoded (%2F %23 %3F %40 %3A)")
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a URL redis-py would misread: a db that is not a number (it silently means 0), a
+    port that is not one (an unencoded `/` or `#` in the password), an unknown scheme."""
+    if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+        raise StoreUnavailable(_BAD_URL.format(redact(str(url))), retryable=False)
+    if url.startswith("unix://"):
+        return
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        raise StoreUnavailable(_BAD_URL.format(redact(url)), retryable=False) from None
+    db = parts.path.strip("/")
+    if db and not (db.isascii() and db.isdigit()):
+        raise StoreUnavailable(
+            f"invalid Redis URL {redact(url)}: the database {db[:20]!r} after the last / must be a "
+            "number like /0", retryable=False)
+    if not parts.hostname:
+        raise StoreUnavailable(_BAD_URL.format(redact(url)), retryable=False)
 
 
 def _generation(raw: bytes | str) -> int:

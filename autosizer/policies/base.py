@@ -259,8 +259,9 @@ def factor_for(workers: float, partitions: int) -> int:
 
 
 def positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"policy setting {name} must be a number > 0, not {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+            or not math.isfinite(value)):
+        raise ValueError(f"policy setting {name} must be a finite number > 0, not {value!r}")
     return float(value)
 
 

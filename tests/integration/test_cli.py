@@ -66,7 +66,7 @@ def test_startpoint_set_list_clear(cli):
     [
         (("layout", "init", "--topic", "orders=2", "--factor", "3"), "power of two from 1 to 1024"),
         (("layout", "init", "--topic", "orders"), "is not NAME=PARTITIONS"),
-        (("layout", "init", "--topic", "orders=2", "--factor", "x"), "--factor takes a whole number"),
+        (("layout", "init", "--topic", "orders=2", "--factor", "x"), "--factor must be a whole number"),
         (("layout", "show"), "autosizer layout init"),
     ],
 )

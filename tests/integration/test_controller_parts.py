@@ -4,8 +4,10 @@ Spark: the pipeline's own exporter is fed batches here and scraped by Prometheus
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -153,11 +155,47 @@ def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_s
         listed = subprocess.run([*cli, "set", "factor", "8", "--ttl", "2h", "--config", str(config)],
                                 cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
         assert "factor" in listed and "2.0h" in listed
+        daemon.send_signal(signal.SIGHUP)
+        ticks = len(_decisions(config))
+        wait_until(lambda: len(_decisions(config)) > ticks, 30, "a tick after SIGHUP")
+        assert daemon.poll() is None, "SIGHUP does not kill the daemon"
     finally:
         stop(daemon)
     assert daemon.returncode == 0, "SIGTERM is a clean stop"
     assert LeaderLease(store, 1).current_holder()[0] is None, "the lease is released on the way out"
     assert "daemon.stopped" in (tmp_path / "daemon.log").read_text()
+    assert "daemon.sighup_ignored" in (tmp_path / "daemon.log").read_text()
+
+
+def test_healthz_is_503_with_the_reason_when_redis_refuses_the_password(tmp_path, job):
+    from tests.servers import RedisServer
+
+    server = RedisServer(tmp_path / "auth", password="r1ght-pass").start()
+    try:
+        wrong = server.url.replace("r1ght-pass", "wr0ng-pass")
+        config = write_config(tmp_path / "w.toml", job, wrong, f"http://127.0.0.1:{free_port()}",
+                              actuator={"name": "dry-run", "settings": {}},
+                              daemon={"interval_s": 0.5, "lease_ttl_s": 1.0})
+        listen = load_config(config, {}).daemon.listen
+        daemon = start_daemon(config, tmp_path / "daemon.log")
+        try:
+            def health() -> tuple[int, str]:
+                try:
+                    with urllib.request.urlopen(f"http://{listen}/healthz", timeout=5) as response:
+                        return response.status, response.read().decode()
+                except urllib.error.HTTPError as exc:
+                    return exc.code, exc.read().decode()
+                except OSError:
+                    return 0, ""
+
+            wait_until(lambda: health()[0] == 503, 60, "/healthz 503")
+            body = health()[1]
+            assert "refused the credentials" in body and "wr0ng" not in body
+        finally:
+            stop(daemon)
+    finally:
+        server.stop()
+    assert "wr0ng" not in (tmp_path / "daemon.log").read_text(), "no secret in the log"
 
 
 def _decisions(config) -> list[dict]:
@@ -180,3 +218,71 @@ def test_history_store_keeps_recent_days_and_skips_a_corrupt_one(redis_server, j
     assert sorted(loaded.days) == [2, 3, 4], "days past keep_days are gone from Redis"
     for day in loaded.days:
         np.testing.assert_array_equal(loaded.days[day], history.days[day])
+
+
+def _failing_tick(redis_server, job, tmp_path):
+    """A tick whose actuations abort (no pipeline answers the drain), on a manual clock."""
+    from autosizer.clock import ManualClock
+
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    config = load_config(write_config(
+        tmp_path / "fail.toml", job, redis_server.url, f"http://127.0.0.1:{free_port()}",
+        daemon={"listen": "", "backoff_s": 60.0, "backoff_max_s": 200.0},
+        actuator={"name": "restart-in-driver", "settings": {
+            "drain_timeout_s": 1, "start_timeout_s": 1, "verify_timeout_s": 1}}), {})
+    tick = build_tick(config)
+    tick.clock = ManualClock()
+    return store, tick
+
+
+def test_a_failed_actuation_backs_off_doubling_and_the_rescale_override_skips_it(redis_server, job, tmp_path):
+    store, tick = _failing_tick(redis_server, job, tmp_path)
+    overrides = OverrideStore(store)
+    overrides.set("factor", "4")  # a pin acts without metrics
+    first = tick()
+    assert first.outcome == "aborted", first
+    backoff = tick.backoff_store.read()
+    assert backoff.failures == 1 and backoff.until == pytest.approx(tick.clock.time() + 60)
+
+    tick.clock.advance(30)
+    held = tick()
+    assert held.outcome == "backoff" and "backing off for 30s more after 1 failed" in held.reason
+    assert store.current_generation() == 1
+
+    tick.clock.advance(31)
+    assert tick().outcome == "aborted", "the backoff is over: one more attempt"
+    backoff = tick.backoff_store.read()
+    assert backoff.failures == 2 and backoff.until == pytest.approx(tick.clock.time() + 120)
+    tick.clock.advance(10)
+    assert tick().outcome == "backoff"
+
+    overrides.set("pause", "true")
+    overrides.set("rescale", "true")
+    assert tick().outcome == "paused"
+    assert overrides.read().rescale, "a paused tick does not consume the rescale one-shot"
+    overrides.clear("pause")
+    assert tick().outcome == "aborted", "the operator's rescale skips the backoff"
+    assert not overrides.read().rescale, "consumed once acted on"
+    assert tick.backoff_store.read().until - tick.clock.time() == pytest.approx(200), "capped"
+
+
+@pytest.mark.parametrize("suffix, poison", [
+    ("override:pause", lambda r, k: r.hset(k, "a", "b")),
+    ("actuation", lambda r, k: r.set(k, "{not json")),
+    ("rescale", lambda r, k: r.hset(k, "at_ms", "soon")),
+    ("leader", lambda r, k: r.hset(k, "a", "b")),
+])
+def test_a_poisoned_key_is_a_hold_naming_the_key_never_a_crash(redis_server, job, tmp_path, suffix, poison):
+    store, tick = _failing_tick(redis_server, job, tmp_path)
+    key = store.key(*suffix.split(":"))
+    poison(store.redis, key)
+    OverrideStore(store).set("factor", "4")
+    for _ in range(2):  # every tick, not once
+        record = tick()
+        assert record.outcome == "hold" and key in record.reason, record
+        assert "delete it" in record.reason or "override clear" in record.reason
+    assert store.current_generation() == 1
+    if suffix == "leader":
+        tick.lease.last_answer -= 60  # as if a lease period passed
+        assert "leader lease could not be taken" in tick.lease.problem()

@@ -1,0 +1,76 @@
+"""Numbers from users (CLI flags, config, environment, override keys), checked in one place.
+
+Every parser here accepts ASCII only (Python's int() and float() also take '٣', '1_000' and
+'  +5 '), refuses NaN and infinities, and checks a range, so a bad value is one line naming the
+field, what it got and what to give instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def whole(text: Any, field: str, low: int | None = None, high: int | None = None) -> int:
+    """A whole number in [low, high]; ValueError naming `field` otherwise."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise ValueError(f"{field} must be a whole number, not {_show(text)}")
+    if isinstance(text, str):
+        stripped = text.strip()
+        if not _WHOLE.fullmatch(stripped):
+            raise ValueError(f"{field} must be a whole number like 8, not {_show(text)}")
+        text = int(stripped)
+    return _in_range(text, field, low, high)
+
+
+def finite(value: Any, field: str, low: float | None = None, high: float | None = None) -> float:
+    """A finite number in [low, high] (a string is parsed); ValueError naming `field` otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field} must be a number, not {_show(value)}")
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not _DECIMAL.fullmatch(stripped):
+            raise ValueError(f"{field} must be a number like 30, not {_show(value)}")
+        value = float(stripped)
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"{field} must be a number, not {_show(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"{field} must be a finite number, not {_show(value)}")
+    return float(_in_range(value, field, low, high))
+
+
+def argtype(field: str, kind: Callable[..., Any], low: float | None = None,
+            high: float | None = None) -> Callable[[str], Any]:
+    """An argparse `type=` from `whole` or `finite`."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text, field, low, high)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _in_range(value: Any, field: str, low: float | None, high: float | None) -> Any:
+    if low is not None and value < low:
+        raise ValueError(f"{field} must be >= {_bound(low)}, not {_show(value)}")
+    if high is not None and value > high:
+        raise ValueError(f"{field} must be <= {_bound(high)}, not {_show(value)}")
+    return value
+
+
+def _bound(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

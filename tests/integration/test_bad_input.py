@@ -1,0 +1,157 @@
+"""Bad input from an operator, table-driven: every case is one line on stderr naming the field and
+the fix, exit 2, nothing written, no secret echoed. Run as processes against a real Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autosizer.controller.config import load_config
+from autosizer.controller.daemon import build_tick
+from autosizer.controller.overrides import OverrideStore, parse
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+from tests.servers import free_port
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
+SHIPPED = str(ROOT / "deploy" / "autosizer.toml")
+HUGE = "1" + "0" * 26
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AUTOSIZER_")}
+    return subprocess.run([AUTOSIZER, *args], capture_output=True, text=True, timeout=60,
+                          env={**clean, **(env or {})}, cwd=ROOT)
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result
+    assert result.stdout == "", result.stdout
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+# (name, args after the command, env, what the line must say); {R} is the Redis URL, {J} the job.
+CLI = [
+    ("negative offset", "layout init --topic orders=2 --offset orders:0=-1 {C}", {}, "offset must be >= 0"),
+    ("offset of 10^26", f"layout init --topic orders=2 --offset orders:0={HUGE} {{C}}", {}, "offset must be <= 9223372036854775807"),
+    ("non-ASCII partitions", "layout init --topic orders=٣ {C}", {}, "is not NAME=PARTITIONS"),
+    ("non-ASCII factor", "layout init --topic orders=2 --factor ٨ {C}", {}, "--factor must be a whole number"),
+    ("duplicate topic", "layout init --topic orders=2 --topic orders=4 {C}", {}, "--topic orders is given twice"),
+    ("too many tasks", "layout init --topic orders=100000 --factor 1024 {C}", {}, "virtual tasks, above the 65536"),
+    ("zero partitions", "layout init --topic orders=0 {C}", {}, "partitions must be >= 1"),
+    ("startpoint offset 10^26", f"startpoint set --topic orders --partition 0 --offset {HUGE} {{C}}", {}, "--offset must be <="),
+    ("startpoint negative partition", "startpoint set --topic orders --partition -1 --offset 3 {C}", {}, "--partition must be >= 0"),
+    ("timestamp in year 9999", "startpoint set --topic orders --partition 0 --timestamp 9999-01-01T00:00:00Z {C}", {}, "in the future"),
+    ("timestamp of 10^26 ms", f"startpoint set --topic orders --partition 0 --timestamp {HUGE} {{C}}", {}, "in the future"),
+    ("TTL shorter than a second", "override set pause true --ttl 0.0001s {C}", {}, "must be between 1s and 365d"),
+    ("TTL nan", "override set pause true --ttl nan {C}", {}, "is not a duration"),
+    ("TTL inf", "override set pause true --ttl infs {C}", {}, "is not a duration"),
+    ("TTL 1e999", "override set pause true --ttl 1e999 {C}", {}, "is not a duration"),
+    ("TTL of ten years", "override set pause true --ttl 3650d {C}", {}, "must be between 1s and 365d"),
+    ("non-ASCII override factor", "override set factor ٨ {C}", {}, "not a whole number"),
+    ("huge override value", "override set factor " + "8" * 5000 + " {C}", {}, "a value is a few characters at most"),
+    ("decisions -n 10^20", "decisions -n 99999999999999999999 {C}", {}, "-n must be <= 100000"),
+    ("decisions -n 0", "decisions -n 0 {C}", {}, "-n must be >= 1"),
+    ("Redis db /abc", "layout show --job {J} --redis redis://127.0.0.1:6379/abc", {}, "must be a number like /0"),
+    ("password with unencoded /", "layout show --job {J} --redis redis://:se/cr#et@127.0.0.1:6379/0", {}, "percent-encoded"),
+    ("Redis db 99", "layout show --job {J} --redis {R99}", {}, "has no such database"),
+    ("Redis URL at an HTTP port", "layout show --job {J} --redis redis://127.0.0.1:{HTTP}/0", {}, "cannot reach Redis at redis://127.0.0.1"),
+    ("config is a directory", "status --config /tmp", {}, "cannot be read (IsADirectoryError)"),
+]
+CONFIG = [  # `autosizer run --config deploy/autosizer.toml` with one bad environment value
+    ("env typo", {"AUTOSIZER_GAURDS_MAX_FACTOR": "64"}, "unknown environment variable AUTOSIZER_GAURDS_MAX_FACTOR"),
+    ("unknown guard setting", {"AUTOSIZER_GUARDS_MAX_FACTR": "64"}, "[guards] has no setting 'max_factr'"),
+    ("listen port 99999", {"AUTOSIZER_DAEMON_LISTEN": "127.0.0.1:99999"}, "port 0-65535"),
+    ("interval inf", {"AUTOSIZER_DAEMON_INTERVAL_S": "inf"}, "interval_s = 'inf' must be a number"),
+    ("interval nan", {"AUTOSIZER_DAEMON_INTERVAL_S": "nan"}, "must be a number"),
+    ("cooldown 1e999", {"AUTOSIZER_GUARDS_COOLDOWN_S": "1e999"}, "must be a finite number"),
+    ("non-ASCII max_factor", {"AUTOSIZER_GUARDS_MAX_FACTOR": "٦٤"}, "must be a whole number"),
+    ("lease 1e-6", {"AUTOSIZER_DAEMON_LEASE_TTL_S": "1e-6"}, "lease_ttl_s 1e-06 must be at least twice"),
+    ("journal of 10^20", {"AUTOSIZER_DAEMON_JOURNAL_LENGTH": "99999999999999999999"}, "journal_length must be between"),
+    ("Redis db in config", {"AUTOSIZER_REDIS_URL": "redis://127.0.0.1:6379/abc"}, "must be a number like /0"),
+    ("policy setting typo", {"AUTOSIZER_POLICY_TARGT_UTILIZATION": "0.5"}, "policy 'autosizer' has no setting 'targt_utilization'"),
+    ("policy setting inf", {"AUTOSIZER_POLICY_HORIZON_S": "inf"}, "horizon_s must be a finite number"),
+    ("policy setting text", {"AUTOSIZER_POLICY_HORIZON_S": "soon"}, "horizon_s must be a finite number > 0, not 'soon'"),
+    ("actuator setting nan", {"AUTOSIZER_ACTUATOR_DRAIN_TIMEOUT_S": "nan"}, "drain_timeout_s must be a finite number"),
+    ("actuator setting typo", {"AUTOSIZER_ACTUATOR_DRAIN_TIMOUT_S": "5"}, "has no setting 'drain_timout_s'"),
+    ("backoff above its cap", {"AUTOSIZER_DAEMON_BACKOFF_S": "9999"}, "backoff_s must be > 0 and at most backoff_max_s"),
+]
+
+
+@pytest.fixture(scope="module")
+def http_port():
+    """A port that answers HTTP, not Redis."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.mark.parametrize("name, args, env, needle", CLI, ids=[c[0] for c in CLI])
+def test_cli_bad_input_is_one_line(redis_server, job, http_port, name, args, env, needle):
+    common = f"--redis {redis_server.url} --job {job}"
+    MetadataStore(redis_server.url, job).init_layout(Layout(topics={"orders": 2}, factor=1)) \
+        if args.startswith(("startpoint", "decisions")) else None
+    text = args.format(C=common, J=job, R99=redis_server.url.rsplit("/", 1)[0] + "/99", HTTP=http_port)
+    line = one_line(run(text.split(), env))
+    assert needle in line, line
+    assert "se/cr#et" not in line and "cr#et" not in line
+    if args.startswith("layout init"):
+        assert MetadataStore(redis_server.url, job).current_generation() is None, "nothing written"
+
+
+@pytest.mark.parametrize("name, env, needle", CONFIG, ids=[c[0] for c in CONFIG])
+def test_config_bad_value_is_one_line_before_anything_runs(name, env, needle):
+    line = one_line(run(["run", "--config", SHIPPED], {"AUTOSIZER_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", **env}))
+    assert needle in line, line
+
+
+def test_max_factor_below_an_existing_min_factor_is_refused(redis_server, job):
+    overrides = OverrideStore(MetadataStore(redis_server.url, job))
+    overrides.set("min_factor", "64")
+    with pytest.raises(ValueError, match="min is above max"):
+        overrides.set("max_factor", "8")
+    assert overrides.read().max_factor is None
+
+
+def test_a_five_megabyte_override_written_behind_the_cli_is_reported_in_a_short_line():
+    found = parse({"factor": ("8" * 5_000_000, None)})
+    assert found.factor is None and len(found.errors[0]) < 300
+
+
+@pytest.mark.parametrize("actuator", ["restart-in-driver", "dry-run", "spark-submit"])
+def test_the_shipped_config_builds_with_every_built_in_actuator(tmp_path, actuator):
+    env = {"AUTOSIZER_ACTUATOR_NAME": actuator}
+    if actuator == "spark-submit":
+        env |= {"AUTOSIZER_ACTUATOR_COMMAND": "autosizer pipeline run", "AUTOSIZER_ACTUATOR_PID_FILE": str(tmp_path / "p")}
+    tick = build_tick(load_config(SHIPPED, env))
+    assert tick.actuator.name == actuator
+
+
+@pytest.mark.parametrize("suffix", ["override:pause", "leader", "agent", "decisions", "layout:current"])
+def test_status_and_override_list_name_a_poisoned_key_instead_of_a_traceback(redis_server, job, suffix):
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    key = store.key(*suffix.split(":"))
+    store.redis.delete(key)
+    store.redis.rpush(key, "x")  # a list where nothing is a list
+    common = ["--redis", redis_server.url, "--job", job]
+    status = run(["status", *common])
+    assert status.returncode == 0 and "Traceback" not in status.stderr, status
+    assert f"problem    Redis key {key!r} holds a list" in status.stdout, status.stdout
+    listed = run(["override", "list", *common])
+    if suffix.startswith("override"):
+        assert key in one_line(listed)
+    else:
+        assert listed.returncode == 0, listed
