@@ -84,6 +84,7 @@ class PipelineConfig:
     lag_probe_seconds: float = 1.0
     kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
     redis_outage_s: float = 60.0  # ride through a Redis outage this long, then fail
+    drain_wait_s: float = 300.0  # a drain waits this long for the in-flight batch
     kafka_timeout_ms: int = 5000
 
 
@@ -222,6 +223,8 @@ class PipelineAgent:
             state = "failed"
         elif self.query is not None and self.query.isActive and not self.draining:
             state = f"running@{gen}"
+        elif self.draining and self._busy:
+            state = f"draining@{gen}"  # a batch still in flight: not stopped yet
         else:
             state = f"stopped@{gen}"
         self.control.report(state, generation=gen, batches=self.batches,
@@ -229,6 +232,14 @@ class PipelineAgent:
 
     def _check_query(self) -> None:
         if self.query is None or self.query.isActive:
+            return
+        if isinstance(self.failure, StaleGeneration):
+            # Fenced: a newer generation is current (a restarted pipeline ran the old layout while
+            # a controller migrated). The refused commit wrote nothing; run the current layout.
+            log.warning("pipeline.fenced_restarting", job=self.config.job,
+                        generation=self.failure.generation, current=self.failure.current)
+            self.failure, self.query = None, None
+            self.start_query()
             return
         if self.failure is None:
             error = self.query.exception()
@@ -361,17 +372,27 @@ class PipelineAgent:
             return
         began = time.perf_counter()
         self._drained_at = (began, self.layout.generation)
-        self._pause()
+        if not self._pause(self.config.drain_wait_s):
+            # A batch that never ends (a stuck process function): keep admitting nothing and say
+            # so; the controller's drain timeout then aborts the rescale and resumes this layout.
+            log.error("pipeline.drain_stuck", job=self.config.job, waited_s=self.config.drain_wait_s,
+                      fix="a micro-batch did not finish: check the process function")
+            return
         self._heartbeat()
         log.info("pipeline.drained", job=self.config.job, generation=self.layout.generation,
                  seconds=round(time.perf_counter() - began, 3))
 
-    def _pause(self) -> None:
+    def _pause(self, timeout_s: float | None = None) -> bool:
+        """Admit nothing more and wait for the in-flight batch; False if it outlasted `timeout_s`."""
         Path(self._pause_file).touch()
         with self._lock:
             self.draining = True  # any batch that starts from now on returns without processing
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while self._busy or self.query.status.get("isTriggerActive", False):
+            if deadline is not None and time.monotonic() > deadline:
+                return False
             time.sleep(0.01)
+        return True
 
     def _stop_when_idle(self) -> None:
         self._pause()
