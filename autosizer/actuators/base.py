@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from autosizer.actuators.journal import ActuationJournal, Entry
 from autosizer.checks import finite
+from autosizer.clock import SYSTEM_CLOCK, Clock
 from autosizer.elasticity.store import MetadataStore
 
 
@@ -44,6 +45,7 @@ class ActuatorContext:
     store: MetadataStore
     journal: ActuationJournal
     lag: Callable[[], float | None] = lambda: None  # total records behind, now; None if unknown
+    clock: Clock = SYSTEM_CLOCK
 
 
 class Actuator(Protocol):

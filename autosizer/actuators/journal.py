@@ -15,30 +15,12 @@ from dataclasses import asdict, dataclass, replace
 
 import redis
 
+from autosizer.clock import SYSTEM_CLOCK, Clock
+from autosizer.elasticity.keys import JOURNAL_BEGIN, JOURNAL_WRITE
 from autosizer.elasticity.store import MetadataStore
 
 STEPS = ("drain", "migrate", "start", "verify")
 
-_BEGIN = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
-if ARGV[4] == '0' and redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('BUSY') end
-if redis.call('GET', KEYS[3]) ~= ARGV[2] then return redis.error_reply('STALE') end
-redis.call('SET', KEYS[2], ARGV[3])
-return 'OK'
-"""
-_WRITE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
-local current = redis.call('GET', KEYS[2])
-if not current or cjson.decode(current)['id'] ~= ARGV[2] then return redis.error_reply('GONE') end
-if ARGV[3] == '' then
-  redis.call('DEL', KEYS[2])
-  redis.call('LPUSH', KEYS[3], ARGV[4])
-  redis.call('LTRIM', KEYS[3], 0, 49)
-else
-  redis.call('SET', KEYS[2], ARGV[3])
-end
-return 'OK'
-"""
 
 
 class JournalRefused(RuntimeError):
@@ -74,11 +56,11 @@ class Entry:
 
 
 class ActuationJournal:
-    def __init__(self, store: MetadataStore, holder: str):
-        self.store, self.redis, self.holder = store, store.redis, holder
+    def __init__(self, store: MetadataStore, holder: str, clock: Clock = SYSTEM_CLOCK):
+        self.store, self.redis, self.holder, self.clock = store, store.redis, holder, clock
         self.key, self.history_key = store.keys.actuation, store.keys.actuations
-        self._begin = self.redis.register_script(_BEGIN)
-        self._write = self.redis.register_script(_WRITE)
+        self._begin = self.redis.register_script(JOURNAL_BEGIN)
+        self._write = self.redis.register_script(JOURNAL_WRITE)
 
     def open(self) -> Entry | None:
         raw = self.store.call(lambda: self.redis.get(self.key))
@@ -94,7 +76,7 @@ class ActuationJournal:
         """Open an actuation at its first step; a rollback replaces the open one it undoes."""
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
                       reason, lag_before, input_rate, processed_rate, rollback,
-                      int(time.time() * 1000))
+                      int(self.clock.time() * 1000))
         self._run(self._begin, [self.store.keys.leader, self.key, self.store.keys.current],
                   [self.holder, from_generation, entry.to_json(), "1" if rollback else "0"])
         return entry
@@ -129,11 +111,12 @@ class LastRescale:
     downtime_s: float  # drain request to first commit of the new generation, as measured
 
 
-def record_rescale(store: MetadataStore, downtime_s: float) -> None:
+def record_rescale(store: MetadataStore, downtime_s: float, now: float | None = None) -> None:
     """Mark the time of the last layout change: the guards' cooldown and the policies'
     restart-downtime estimate read it."""
+    at = time.time() if now is None else now
     store.call(lambda: store.redis.hset(store.keys.rescale, mapping={
-        "at_ms": int(time.time() * 1000), "downtime_s": round(downtime_s, 3)}))
+        "at_ms": int(at * 1000), "downtime_s": round(downtime_s, 3)}))
 
 
 def last_rescale(store: MetadataStore) -> LastRescale | None:

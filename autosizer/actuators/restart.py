@@ -35,6 +35,7 @@ class RestartActuator:
                  start_timeout_s: float = 180.0, verify_timeout_s: float = 180.0,
                  verify_window_s: float = 30.0, verify_lag_slack: float = 0.25):
         self.context, self.store, self.journal = context, context.store, context.journal
+        self.clock = context.clock
         self.drain_timeout = number("drain_timeout_s", drain_timeout_s, 1)
         self.start_timeout = number("start_timeout_s", start_timeout_s, 1)
         self.verify_timeout = number("verify_timeout_s", verify_timeout_s, 1)
@@ -59,14 +60,14 @@ class RestartActuator:
         return self.resume(entry)
 
     def resume(self, entry: Entry) -> Outcome:
-        began = time.monotonic()
+        began = self.clock.monotonic()
         steps: list[str] = []
         log.info("actuation.step", id=entry.id, step=entry.step, from_factor=entry.from_factor,
                  to_factor=entry.to_factor, rollback=entry.rollback)
         self._hold_here(entry.step)
         if entry.step == "drain":
             if not entry.drain_ms:
-                entry = self.journal.advance(entry, "drain", drain_ms=int(time.time() * 1000))
+                entry = self.journal.advance(entry, "drain", drain_ms=int(self.clock.time() * 1000))
             steps.append("drain")
             if not self.stop(entry.from_generation):
                 self.start(entry.from_generation)
@@ -98,7 +99,7 @@ class RestartActuator:
         failure, downtime = self._verify(entry)
         if failure is not None:
             return self._roll_back(entry, failure, began, steps)
-        record_rescale(self.store, downtime)
+        record_rescale(self.store, downtime, self.clock.time())
         self.journal.finish(entry, "rolled_back" if entry.rollback else "done")
         return self._outcome("rolled_back" if entry.rollback else "done", entry.to_factor,
                              entry.to_generation, "", began, steps)
@@ -112,12 +113,12 @@ class RestartActuator:
     def _verify(self, entry: Entry) -> tuple[str | None, float]:
         """(None, downtime) when the new generation committed a batch and lag did not get worse;
         else (why, downtime). Downtime runs from the drain request to that first commit."""
-        deadline = time.monotonic() + self.verify_timeout
+        deadline = self.clock.monotonic() + self.verify_timeout
         while self.store.committed_batch(entry.to_generation) < 1:
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 return (f"generation {entry.to_generation} committed no batch within "
                         f"{self.verify_timeout:.0f}s"), self._downtime(entry)
-            time.sleep(0.2)
+            self.clock.sleep(0.2)
         downtime = self._downtime(entry)
         if (entry.rollback or self.verify_window <= 0 or entry.lag_before is None
                 or entry.to_factor > entry.from_factor):
@@ -125,7 +126,7 @@ class RestartActuator:
             # helped. Watching its lag would only keep the daemon from its next tick.
             return None, downtime
         first = self.context.lag()
-        time.sleep(self.verify_window)
+        self.clock.sleep(self.verify_window)
         last = self.context.lag()
         if first is None or last is None:
             log.warning("actuation.verify_lag_unknown", id=entry.id,
@@ -158,11 +159,11 @@ class RestartActuator:
                              steps + result.steps)
 
     def _downtime(self, entry: Entry) -> float:
-        return max(0.0, time.time() - entry.drain_ms / 1000) if entry.drain_ms else 0.0
+        return max(0.0, self.clock.time() - entry.drain_ms / 1000) if entry.drain_ms else 0.0
 
     def _outcome(self, result: str, factor: int, generation: int, detail: str, began: float,
                  steps: list[str]) -> Outcome:
-        return Outcome(result, factor, generation, detail, time.monotonic() - began, steps)
+        return Outcome(result, factor, generation, detail, self.clock.monotonic() - began, steps)
 
     @staticmethod
     def _hold_here(step: str) -> None:

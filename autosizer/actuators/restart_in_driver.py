@@ -15,9 +15,9 @@ class RestartInDriver(RestartActuator):
         self.control = ControlChannel(context.store)
 
     def stop(self, generation: int) -> bool:
-        self.control.request("drain")
-        return self.control.wait_for(f"stopped@{generation}", self.drain_timeout)
+        asked = self.control.request("drain")
+        return self.control.wait_for(f"stopped@{generation}", self.drain_timeout, request_id=asked)
 
     def start(self, generation: int) -> bool:
-        self.control.request("start")
-        return self.control.wait_for(f"running@{generation}", self.start_timeout)
+        asked = self.control.request("start")
+        return self.control.wait_for(f"running@{generation}", self.start_timeout, request_id=asked)

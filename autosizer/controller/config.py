@@ -109,7 +109,7 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
 
 # AUTOSIZER_* variables read by other parts (the CLI, the pipeline, tests), not config keys.
 OTHER_VARIABLES = frozenset({"AUTOSIZER_CONFIG", "AUTOSIZER_BOOTSTRAP", "AUTOSIZER_HOLD_AT_STEP",
-                             "AUTOSIZER_PROPERTY_EXAMPLES", "AUTOSIZER_CHAOS_S"})
+                             "AUTOSIZER_PROPERTY_EXAMPLES", "AUTOSIZER_CHAOS_S", "AUTOSIZER_CHAOS_SEED"})
 
 
 def _apply_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:

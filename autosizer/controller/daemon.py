@@ -17,6 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from autosizer.actuators.base import ActuatorContext
 from autosizer.actuators.journal import ActuationJournal
 from autosizer.actuators.registry import load_actuator
+from autosizer.clock import SYSTEM_CLOCK, Clock
 from autosizer.controller.backoff import BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import Config
@@ -33,14 +34,16 @@ from autosizer.policies.registry import load_policy
 log = structlog.get_logger(__name__)
 
 
-def build_tick(config: Config, metrics: DaemonMetrics | None = None) -> Tick:
-    """Every part of a tick from the config; bad plug-in names or settings raise ValueError."""
+def build_tick(config: Config, metrics: DaemonMetrics | None = None,
+               clock: Clock = SYSTEM_CLOCK) -> Tick:
+    """Every part of a tick from the config; bad plug-in names or settings raise ValueError.
+    `clock` is the one the tick, the actuation journal and the actuator read."""
     store = MetadataStore(config.job.redis_url, config.job.name)
     lease = LeaderLease(store, config.daemon.lease_ttl_s)
     p = config.prometheus
     collector = PrometheusCollector(p.url, p.queries, p.selector, p.window, p.timeout_s)
-    actuations = ActuationJournal(store, lease.holder)
-    context = ActuatorContext(store, actuations, collector.lag)
+    actuations = ActuationJournal(store, lease.holder, clock)
+    context = ActuatorContext(store, actuations, collector.lag, clock)
     return Tick(
         store=store, lease=lease, overrides=OverrideStore(store), collector=collector,
         evaluator=Evaluator(), policy=load_policy(config.policy.name, dict(config.policy.settings)),
@@ -48,7 +51,7 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None) -> Tick:
         actuator=load_actuator(config.actuator.name, context, dict(config.actuator.settings)),
         actuations=actuations, journal=DecisionJournal(store, config.daemon.journal_length),
         metrics=metrics, history_store=HistoryStore(store), backoff_store=BackoffStore(store),
-        backoff_s=config.daemon.backoff_s, backoff_max_s=config.daemon.backoff_max_s,
+        backoff_s=config.daemon.backoff_s, backoff_max_s=config.daemon.backoff_max_s, clock=clock,
     )
 
 

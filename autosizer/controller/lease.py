@@ -18,22 +18,11 @@ import uuid
 
 import structlog
 
+from autosizer.elasticity.keys import LEASE_RELEASE, LEASE_RENEW
 from autosizer.elasticity.store import MetadataStore, StoreError
 
 log = structlog.get_logger(__name__)
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 
 class LeaderLease:
@@ -42,8 +31,8 @@ class LeaderLease:
         self.key = store.keys.leader
         self.ttl_ms = int(ttl_s * 1000)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._renew = self.redis.register_script(_RENEW)
-        self._release = self.redis.register_script(_RELEASE)
+        self._renew = self.redis.register_script(LEASE_RENEW)
+        self._release = self.redis.register_script(LEASE_RELEASE)
         self.held = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

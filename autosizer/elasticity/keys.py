@@ -1,4 +1,5 @@
-"""Every Redis key of a job, its type and who writes it: the one place a key name is made.
+"""Every Redis key of a job, its type, who writes it, and every script that writes several at once:
+the one place a key name is made.
 
 All keys sit under `autosizer:{<job>}:` (the braces keep one job's keys in one Redis Cluster slot,
 so its scripts and transactions may touch several). Everything that reads or writes Redis takes
@@ -160,3 +161,74 @@ def wrong_type_fix(key: str, found: str, spec: KeySpec) -> str:
     name = key.rsplit(":", 1)[1]
     return (f"Redis key {key!r} holds a {found}, not a {spec.type}: "
             f"{spec.fix.replace('<name>', name)}")
+
+
+# --- scripts: each runs atomically in Redis; KEYS and ARGV as listed -----------------------------
+
+# The fenced commit. KEYS: current, checkpoints:<g>, startpoints, batch:<g>. ARGV: generation,
+# batch number ('' for none), task count, task/progress pairs, then passed startpoint field/value
+# pairs (deleted only if unchanged).
+COMMIT = """
+local current = redis.call('GET', KEYS[1])
+if current ~= ARGV[1] then
+  return redis.error_reply('STALE ' .. tostring(current))
+end
+if ARGV[2] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[2])
+end
+local n = tonumber(ARGV[3])
+local i = 4
+for _ = 1, n do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i <= #ARGV do
+  if redis.call('HGET', KEYS[3], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+  end
+  i = i + 2
+end
+return 'OK'
+"""
+
+# Open an actuation. KEYS: leader, actuation, current. ARGV: holder, from generation, entry JSON,
+# '1' for a rollback (which replaces the open entry).
+JOURNAL_BEGIN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
+if ARGV[4] == '0' and redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('BUSY') end
+if redis.call('GET', KEYS[3]) ~= ARGV[2] then return redis.error_reply('STALE') end
+redis.call('SET', KEYS[2], ARGV[3])
+return 'OK'
+"""
+
+# Advance (ARGV[3] the moved entry) or finish (ARGV[3] '', ARGV[4] the
+# finished entry, pushed to the history of 50) an actuation. KEYS: leader, actuation, actuations.
+JOURNAL_WRITE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('NOT_LEADER') end
+local current = redis.call('GET', KEYS[2])
+if not current or cjson.decode(current)['id'] ~= ARGV[2] then return redis.error_reply('GONE') end
+if ARGV[3] == '' then
+  redis.call('DEL', KEYS[2])
+  redis.call('LPUSH', KEYS[3], ARGV[4])
+  redis.call('LTRIM', KEYS[3], 0, 49)
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return 'OK'
+"""
+
+# Extend the lease if held. KEYS: leader. ARGV: holder, TTL ms.
+LEASE_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Release the lease if held. KEYS: leader. ARGV: holder.
+LEASE_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""

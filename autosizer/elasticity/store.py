@@ -29,7 +29,7 @@ from autosizer.elasticity.checkpoints import (
     TaskProgress,
     encode_task_progress,
 )
-from autosizer.elasticity.keys import JobKeys, unreadable_fix, wrong_type_fix
+from autosizer.elasticity.keys import COMMIT, JobKeys, unreadable_fix, wrong_type_fix
 from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.startpoints import (
     DEFAULT_EXPIRY_MS,
@@ -44,28 +44,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 KEEP_GENERATIONS = 5
 
-_COMMIT = """
-local current = redis.call('GET', KEYS[1])
-if current ~= ARGV[1] then
-  return redis.error_reply('STALE ' .. tostring(current))
-end
-if ARGV[2] ~= '' then
-  redis.call('SET', KEYS[4], ARGV[2])
-end
-local n = tonumber(ARGV[3])
-local i = 4
-for _ = 1, n do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  i = i + 2
-end
-while i <= #ARGV do
-  if redis.call('HGET', KEYS[3], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HDEL', KEYS[3], ARGV[i])
-  end
-  i = i + 2
-end
-return 'OK'
-"""
 
 
 class StoreError(Exception):
@@ -132,7 +110,7 @@ class MetadataStore:
             )
         except ValueError:  # its message may quote part of the password
             raise StoreUnavailable(_BAD_URL.format(redact(url)), retryable=False) from None
-        self._commit = self.redis.register_script(_COMMIT)
+        self._commit = self.redis.register_script(COMMIT)
 
     # --- keys ----------------------------------------------------------------------------------
 

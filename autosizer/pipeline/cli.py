@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import math
 import os
@@ -123,6 +124,8 @@ def run(args: argparse.Namespace) -> None:
     agent = PipelineAgent(spark, config, process, sink)
     stop = threading.Event()
     # SIGTERM drains: the in-flight batch commits, then the query stops.
+    # SIGUSR1 prints every thread's stack to stderr: how an operator sees where a stuck driver is.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:

@@ -38,14 +38,22 @@ class ControlChannel:
         raw = self.store.call(lambda: self.redis.hgetall(self._agent))
         return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
 
-    def wait_for(self, state: str, timeout_s: float, poll_s: float = 0.05) -> bool:
-        """True once the agent reports `state` (e.g. "stopped@3") within the timeout."""
+    def wait_for(self, state: str, timeout_s: float, poll_s: float = 0.05,
+                 request_id: str | None = None) -> bool:
+        """True once the agent reports `state` (e.g. "stopped@3") within the timeout, and, given
+        `request_id`, has obeyed that request: a state left by a pipeline that died before seeing
+        the request must not pass for an answer to it."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.status().get("state") == state:
+            if self.status().get("state") == state and (
+                    request_id is None or self.obeyed(request_id)):
                 return True
             time.sleep(poll_s)
         return False
+
+    def obeyed(self, request_id: str) -> bool:
+        done = self.store.call(lambda: self.redis.get(self._done))
+        return done is not None and done.decode(errors="replace") == request_id
 
     # --- the agent's side ----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from tests.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 CHAOS_S = float(os.environ.get("AUTOSIZER_CHAOS_S", "180"))
+SEED = int(os.environ.get("AUTOSIZER_CHAOS_SEED", "20261123"))
 EVENTS = ("kill_pipeline", "kill_daemon", "term_daemon", "pin", "unpin", "redis_outage")
 log = structlog.get_logger(__name__)
 
@@ -32,7 +33,7 @@ log = structlog.get_logger(__name__)
 def test_chaos_loses_nothing_duplicates_nothing_and_the_pipeline_never_exits(broker, job, tmp_path):
     redis = RedisServer(tmp_path / "redis").start()
     live = Job(redis, broker, job, tmp_path, factor=1, rate=50)
-    rng = random.Random(20261123)
+    rng = random.Random(SEED)
     config = live.config()
     daemon = live.daemon(config, "daemon-0")
     store = MetadataStore(redis.url, job)
@@ -65,11 +66,16 @@ def test_chaos_loses_nothing_duplicates_nothing_and_the_pipeline_never_exits(bro
                 redis.start()
             done.append(event)
             log.info("chaos.event", what=event, after_s=round(time.monotonic() - began, 1))
-            time.sleep(rng.uniform(4, 10))
+            time.sleep(rng.uniform(2, 10))
         assert live.pipeline.poll() is None, "the pipeline exited by itself"
         _override(store, "unpin", "")
-        wait_until(lambda: _settled(store), 240, "no open actuation and the pipeline running")
-        live.finish()  # every message exactly once, per-key order kept
+        try:
+            wait_until(lambda: _settled(store), 240, "no open actuation and the pipeline running")
+            live.finish()  # every message exactly once, per-key order kept
+        except AssertionError:
+            live.pipeline.send_signal(signal.SIGUSR1)  # its threads' stacks, into pipeline.log
+            time.sleep(2)
+            raise
         assert live.pipeline.poll() is None, "the pipeline exited by itself"
         assert store.current_generation() >= 2, "the pins rescaled the job"
     finally:

@@ -231,8 +231,7 @@ def _failing_tick(redis_server, job, tmp_path):
         daemon={"listen": "", "backoff_s": 60.0, "backoff_max_s": 200.0},
         actuator={"name": "restart-in-driver", "settings": {
             "drain_timeout_s": 1, "start_timeout_s": 1, "verify_timeout_s": 1}}), {})
-    tick = build_tick(config)
-    tick.clock = ManualClock()
+    tick = build_tick(config, clock=ManualClock())
     return store, tick
 
 
@@ -286,3 +285,26 @@ def test_a_poisoned_key_is_a_hold_naming_the_key_never_a_crash(redis_server, job
     if suffix == "leader":
         tick.lease.last_answer -= 60  # as if a lease period passed
         assert "leader lease could not be taken" in tick.lease.problem()
+
+
+def test_prometheus_credentials_and_huge_override_values_reach_no_journal_and_no_log(redis_server, job, tmp_path, capsys):
+    from autosizer.controller.logging import configure_logging
+
+    configure_logging(level="info")
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    secret_url = f"http://admin:hunter2@127.0.0.1:{free_port()}"
+    config = load_config(write_config(tmp_path / "s.toml", job, redis_server.url, secret_url,
+                                      actuator={"name": "dry-run", "settings": {}},
+                                      daemon={"listen": ""}), {})
+    store.redis.set(store.key("override", "max_factor"), "9" * 5_000_000)  # behind the CLI's back
+    tick = build_tick(config)
+    record = tick()
+    assert record.outcome == "hold" and "prometheus unreachable at http://***@127.0.0.1" in record.reason
+    stored = store.redis.xrevrange(store.key("decisions"), count=1)[0][1][b"record"]
+    assert b"hunter2" not in stored and len(stored) < 20_000, len(stored)
+    logged = capsys.readouterr()
+    assert "hunter2" not in logged.out + logged.err and len(logged.err) < 50_000
+    status = subprocess.run([AUTOSIZER, "decisions", "--json", "--redis", redis_server.url, "--job", job],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and "hunter2" not in status.stdout and len(status.stdout) < 20_000
