@@ -41,7 +41,7 @@ from autosizer.embedded import free_port
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
-from autosizer.pipeline.kafka_source import offset_key, register, write_plan
+from autosizer.pipeline.kafka_source import EPOCH, offset_key, register, write_plan
 from autosizer.pipeline.metrics import PipelineMetrics, SlotStats, serve
 from autosizer.pipeline.sinks import Sink
 from autosizer.pipeline.slots import ProcessFn, TaskProgress, WallDeadline, run_slot
@@ -177,6 +177,7 @@ class PipelineAgent:
         # a drain's start and the generation it drained, until a newer generation's first batch
         self._drained_at: tuple[float, int] | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
+        self._starts = 0  # start_query calls: the read plan's epoch (kafka_source.EPOCH)
         self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
 
@@ -311,6 +312,7 @@ class PipelineAgent:
             self.draining = False
         self.admission.forget(layout)
         self._last_commit = None  # the first batch of a (re)started query pays the start
+        self._starts += 1
         self._write_plan(layout, cp)
         if not resumed:
             self._new_query(layout, starts, held, shape)
@@ -324,7 +326,8 @@ class PipelineAgent:
 
     def _can_resume(self, shape: tuple) -> bool:
         """The paused query reads the same partitions in the same slots; where its next batch
-        starts comes from the read plan, which start_query rewrites from the new checkpoints."""
+        starts comes from the read plan, which start_query rewrites from the new checkpoints
+        under a new epoch (so Spark sees new offsets even where the checkpoints did not move)."""
         return self.query is not None and self.query.isActive and shape == self._query_shape
 
     def _new_query(self, layout: Layout, starts: dict, held: list[str], shape: tuple) -> None:
@@ -354,8 +357,8 @@ class PipelineAgent:
 
     def _write_plan(self, layout: Layout, cp: Checkpoints) -> None:
         plan = self.admission.plan(layout, cp.start_offsets())
-        write_plan(self._plan_file, {offset_key(*tp): {"start": p.start, "span": p.span}
-                                     for tp, p in plan.items()})
+        write_plan(self._plan_file, {EPOCH: self._starts, **{
+            offset_key(*tp): {"start": p.start, "span": p.span} for tp, p in plan.items()}})
 
     def _offsets(self) -> KafkaOffsets:
         self._resolver = self._resolver or KafkaOffsets(self.config.bootstrap)

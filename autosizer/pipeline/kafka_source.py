@@ -63,6 +63,12 @@ ARROW_SCHEMA = pa.schema(
 
 
 READ_FROM = "readFrom"  # the key of an end offset that holds where each partition was read from
+# The key of the plan (and of an end offset) numbering the agent's starts. Spark runs a batch only
+# when the end offset differs from the last one. A batch skipped during a drain leaves the
+# checkpoints where they were, so after the start the plan can give the very same offsets again
+# (a backlog longer than the span, no new measurement to change the span): without this number
+# Spark would see no new data, and the job would stall with a backlog.
+EPOCH = "_epoch"
 
 
 class KafkaUnavailable(RuntimeError):
@@ -168,13 +174,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             ends[key] = min(high, begin + plan[key]["span"]) if key in plan else high
         if isinstance(limit, ReadMaxRows):
             ends = _admit(begins, ends, limit.max_rows)
-        return {**ends, READ_FROM: begins}
+        out = {**ends, READ_FROM: begins}
+        if EPOCH in plan:
+            out[EPOCH] = plan[EPOCH]
+        return out
 
     def partitions(self, start: dict, end: dict) -> list[KafkaSlot]:
         begins = end.get(READ_FROM, {})
         ranges: dict[str, KafkaRange] = {}
         for key, stop in sorted(end.items()):
-            if key == READ_FROM:
+            if key in (READ_FROM, EPOCH):
                 continue
             begin = begins.get(key, start.get(key, 0))
             if stop > begin:
@@ -247,7 +256,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
 
 
-def read_plan(path: str | None) -> dict[str, dict[str, int]]:
+def read_plan(path: str | None) -> dict[str, Any]:
     """The agent's read plan, or {} when there is none (the source then reads everything new)."""
     if not path:
         return {}
@@ -258,7 +267,7 @@ def read_plan(path: str | None) -> dict[str, dict[str, int]]:
         return {}
 
 
-def write_plan(path: str, plan: Mapping[str, Mapping[str, int]]) -> None:
+def write_plan(path: str, plan: Mapping[str, Any]) -> None:
     """Replace the plan atomically: the source never reads half a file."""
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:

@@ -74,6 +74,7 @@ def test_chaos_loses_nothing_duplicates_nothing_and_the_pipeline_never_exits(bro
             live.finish()  # every message exactly once, per-key order kept
         except AssertionError:
             live.pipeline.send_signal(signal.SIGUSR1)  # its threads' stacks, into pipeline.log
+            _jstack(live.pipeline.pid, tmp_path / "jstack.txt")  # and the JVM's, beside it
             time.sleep(2)
             raise
         assert live.pipeline.poll() is None, "the pipeline exited by itself"
@@ -84,6 +85,18 @@ def test_chaos_loses_nothing_duplicates_nothing_and_the_pipeline_never_exits(bro
     text = (tmp_path / "pipeline.log").read_text()
     assert "pipeline failed" not in text
     assert done.count("redis_outage") >= 1 and "store.unreachable_retrying" in text
+
+
+def _jstack(pid: int, out) -> None:
+    """The driver JVM's thread dump (the pipeline's Java child), for a job that does not settle."""
+    import shutil
+    import subprocess
+
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    tool = shutil.which("jstack") or "/usr/lib/jvm/java-17-openjdk-amd64/bin/jstack"
+    for child in children:
+        dump = subprocess.run([tool, child], capture_output=True, text=True, timeout=60)
+        out.write_text(out.read_text() + dump.stdout if out.exists() else dump.stdout)
 
 
 def _override(store: MetadataStore, event: str, factor: str) -> None:
