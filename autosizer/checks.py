@@ -20,30 +20,31 @@ _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 def whole(text: Any, field: str, low: int | None = None, high: int | None = None) -> int:
     """A whole number in [low, high]; ValueError naming `field` otherwise."""
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
+    value = _parsed(text, field, _WHOLE, int, "a whole number like 8")
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{field} must be a whole number, not {_show(text)}")
-    if isinstance(text, str):
-        stripped = text.strip()
-        if not _WHOLE.fullmatch(stripped):
-            raise ValueError(f"{field} must be a whole number like 8, not {_show(text)}")
-        text = int(stripped)
-    return _in_range(text, field, low, high)
+    return _in_range(value, field, low, high)
 
 
 def finite(value: Any, field: str, low: float | None = None, high: float | None = None) -> float:
     """A finite number in [low, high] (a string is parsed); ValueError naming `field` otherwise."""
-    if isinstance(value, bool):
+    number = _parsed(value, field, _DECIMAL, float, "a number like 30")
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise ValueError(f"{field} must be a number, not {_show(value)}")
-    if isinstance(value, str):
-        stripped = value.strip()
-        if not _DECIMAL.fullmatch(stripped):
-            raise ValueError(f"{field} must be a number like 30, not {_show(value)}")
-        value = float(stripped)
-    if not isinstance(value, (int, float)):
-        raise ValueError(f"{field} must be a number, not {_show(value)}")
-    if not math.isfinite(value):
+    if not math.isfinite(number):
         raise ValueError(f"{field} must be a finite number, not {_show(value)}")
-    return float(_in_range(value, field, low, high))
+    return float(_in_range(number, field, low, high))
+
+
+def _parsed(value: Any, field: str, pattern: re.Pattern[str], convert: Callable[[str], Any],
+            what: str) -> Any:
+    """A string converted when it is all `pattern` (ASCII only); anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    stripped = value.strip()
+    if not pattern.fullmatch(stripped):
+        raise ValueError(f"{field} must be {what}, not {_show(value)}")
+    return convert(stripped)
 
 
 def argtype(field: str, kind: Callable[..., Any], low: float | None = None,

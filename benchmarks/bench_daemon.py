@@ -80,7 +80,7 @@ def main() -> None:
         peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1])
         daemon.terminate()
         daemon.wait(30)
-        ticks = len(store.redis.xrange(store.key("decisions"))) - args.ticks
+        ticks = len(store.redis.xrange(store.keys.key("decisions"))) - args.ticks
     feeder.terminate()
     p50, p99 = percentile(without, 50), percentile(without, 99)
     print(f"{PARTITIONS} partitions x factor {FACTOR} = {PARTITIONS * FACTOR} virtual tasks, {args.ticks} ticks")

@@ -42,6 +42,16 @@ class RestartActuator:
         self.verify_window = number("verify_window_s", verify_window_s)
         self.slack = number("verify_lag_slack", verify_lag_slack)
 
+    def longest_s(self) -> float:
+        """The longest an actuation may take with its rollback, each way bounded by the timeouts
+        (the daemon's /healthz allows a tick this long)."""
+        return 2 * (self.stop_limit + self.start_timeout + self.verify_timeout + self.verify_window)
+
+    @property
+    def stop_limit(self) -> float:
+        """How long `stop` may wait."""
+        return self.drain_timeout
+
     # --- what subclasses provide ---------------------------------------------------------------
 
     def stop(self, generation: int) -> bool:

@@ -40,6 +40,10 @@ class SparkSubmit(RestartActuator):
         self.stop_timeout = number("stop_timeout_s", stop_timeout_s, 1)
         self._children: dict[int, subprocess.Popen] = {}
 
+    @property
+    def stop_limit(self) -> float:
+        return self.stop_timeout
+
     def stop(self, generation: int) -> bool:
         pid = self._pid()
         if pid is None or not self._alive(pid):

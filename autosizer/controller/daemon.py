@@ -56,16 +56,10 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None,
 
 
 def max_tick_seconds(actuator: object, interval_s: float) -> float:
-    """The longest a healthy tick may run: a forward actuation and its rollback, each bounded by
-    the actuator's timeouts, plus slack of one interval (900 s when the actuator has none)."""
-    timeouts = [getattr(actuator, name, None) for name in
-                ("drain_timeout", "start_timeout", "verify_timeout", "verify_window")]
-    known = [t for t in timeouts if isinstance(t, (int, float))]
-    if not known:
-        return 900.0
-    stop = max(getattr(actuator, "stop_timeout", 0.0) or 0.0, timeouts[0] or 0.0)
-    one_way = stop + sum(known) - (timeouts[0] or 0.0)
-    return 2 * one_way + max(60.0, interval_s)
+    """The longest a healthy tick may run: the actuator's longest actuation (a forward one and its
+    rollback), plus one interval of slack; 900 s for an actuator that does not say."""
+    longest = getattr(actuator, "longest_s", None)
+    return 900.0 if longest is None else longest() + max(60.0, interval_s)
 
 
 class Daemon:

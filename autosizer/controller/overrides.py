@@ -120,11 +120,13 @@ class OverrideStore:
         found = parse({name: (value, None)})
         if found.errors:
             raise ValueError(found.errors[0])
-        if name in ("min_factor", "max_factor"):
-            current = {n: v for n, v in self.read().raw.items() if n in ("min_factor", "max_factor")}
-            together = parse({**current, name: (value, None)})
+        if name in ("min_factor", "max_factor"):  # the bounds in force, with this one replaced
+            current = self.read()
+            bounds = {n: (str(getattr(current, n)), None) for n in ("min_factor", "max_factor")
+                      if getattr(current, n) is not None}
+            together = parse({**bounds, name: (value, None)})
             if together.errors:
-                raise ValueError(f"{together.errors[-1]}")
+                raise ValueError(together.errors[0])
         px = None if ttl_s is None else max(1, int(ttl_s * 1000))
         self.store.call(lambda: self.redis.set(self.key(name), value, px=px))
 

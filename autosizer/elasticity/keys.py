@@ -54,13 +54,21 @@ class JobKeys:
     def __init__(self, job: str):
         self.job = job
         self.prefix = f"autosizer:{{{job}}}:"
+        self.current = self.key("layout", "current")
+        self.startpoints = self.key("startpoints")
+        self.leader = self.key("leader")
+        self.actuation = self.key("actuation")
+        self.actuations = self.key("actuations")
+        self.rescale = self.key("rescale")
+        self.decisions = self.key("decisions")
+        self.history = self.key("history")
+        self.control_request = self.key("control", "request")
+        self.control_done = self.key("control", "done")
+        self.agent = self.key("agent")
+        self.backoff = self.key("backoff")
 
     def key(self, *parts: object) -> str:
         return self.prefix + ":".join(str(p) for p in parts)
-
-    @property
-    def current(self) -> str:
-        return self.key("layout", "current")
 
     def layout(self, generation: int) -> str:
         return self.key("layout", generation)
@@ -71,55 +79,8 @@ class JobKeys:
     def batch(self, generation: int) -> str:
         return self.key("batch", generation)
 
-    def generation_keys(self, generation: int) -> tuple[str, str, str]:
-        return self.layout(generation), self.checkpoints(generation), self.batch(generation)
-
-    @property
-    def startpoints(self) -> str:
-        return self.key("startpoints")
-
     def override(self, name: str) -> str:
         return self.key("override", name)
-
-    @property
-    def leader(self) -> str:
-        return self.key("leader")
-
-    @property
-    def actuation(self) -> str:
-        return self.key("actuation")
-
-    @property
-    def actuations(self) -> str:
-        return self.key("actuations")
-
-    @property
-    def rescale(self) -> str:
-        return self.key("rescale")
-
-    @property
-    def decisions(self) -> str:
-        return self.key("decisions")
-
-    @property
-    def history(self) -> str:
-        return self.key("history")
-
-    @property
-    def control_request(self) -> str:
-        return self.key("control", "request")
-
-    @property
-    def control_done(self) -> str:
-        return self.key("control", "done")
-
-    @property
-    def agent(self) -> str:
-        return self.key("agent")
-
-    @property
-    def backoff(self) -> str:
-        return self.key("backoff")
 
     def expected(self, generation: int | None) -> dict[str, KeySpec]:
         """Every key this job may have now, with its spec (generation keys of `generation` only)."""

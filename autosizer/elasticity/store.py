@@ -16,8 +16,8 @@ raw WRONGTYPE or JSON error.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -102,7 +102,6 @@ class MetadataStore:
         self._sleep, self._monotonic = sleep, monotonic
         self._outage_began: float | None = None
         self.keys = JobKeys(job)
-        self.prefix = self.keys.prefix
         check_redis_url(url)
         try:
             self.redis = redis.Redis.from_url(
@@ -113,13 +112,6 @@ class MetadataStore:
         self._commit = self.redis.register_script(COMMIT)
 
     # --- keys ----------------------------------------------------------------------------------
-
-    def key(self, *parts: object) -> str:
-        return self.keys.key(*parts)
-
-    @property
-    def _current_key(self) -> str:
-        return self.keys.current
 
     def parse(self, key: str, raw: Any, parse: Callable[[Any], T]) -> T:
         """`parse(raw)`, or a KeyProblem naming `key` when its content does not parse."""
@@ -132,28 +124,25 @@ class MetadataStore:
     def wrong_types(self) -> list[str]:
         """One line per job key whose Redis type is not the one it should have."""
         expected = self.keys.expected(None)
-        pipe = self.redis.pipeline(transaction=False)
-        for key in expected:
-            pipe.type(key)
-        found = dict(zip(expected, pipe.execute(), strict=True))
+        found = self._types(expected)
         generation = None
-        if found.get(self.keys.current) in (b"string", "string"):
-            raw = self.redis.get(self.keys.current)
-            if raw is not None and raw.strip().isdigit():
-                generation = int(raw)
+        if found.get(self.keys.current) == "string":
+            with suppress(ValueError):  # unreadable: its own KeyProblem says so
+                generation = _generation(self.redis.get(self.keys.current) or b"")
         if generation is not None:
             more = {k: s for k, s in self.keys.expected(generation).items() if k not in expected}
-            pipe = self.redis.pipeline(transaction=False)
-            for key in more:
-                pipe.type(key)
-            found.update(zip(more, pipe.execute(), strict=True))
+            found.update(self._types(more))
             expected = {**expected, **more}
-        out = []
-        for key, kind in found.items():
-            kind = kind.decode() if isinstance(kind, bytes) else kind
-            if kind != "none" and kind != expected[key].type:
-                out.append(wrong_type_fix(key, kind, expected[key]))
-        return out
+        return [wrong_type_fix(key, kind, expected[key]) for key, kind in found.items()
+                if kind not in ("none", expected[key].type)]
+
+    def _types(self, keys: Iterable[str]) -> dict[str, str]:
+        keys = list(keys)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(key)
+        return {k: t.decode() if isinstance(t, bytes) else t
+                for k, t in zip(keys, pipe.execute(), strict=True)}
 
     # --- layouts -------------------------------------------------------------------------------
 
@@ -161,21 +150,20 @@ class MetadataStore:
         self.call(self.redis.ping)
 
     def current_generation(self) -> int | None:
-        raw = self.call(lambda: self.redis.get(self._current_key))
-        return None if raw is None else self.parse(self._current_key, raw, _generation)
+        raw = self.call(lambda: self.redis.get(self.keys.current))
+        return None if raw is None else self.parse(self.keys.current, raw, _generation)
 
     def layout(self, generation: int | None = None) -> Layout:
         """The layout of `generation`, or the current one."""
         gen = self.current_generation() if generation is None else generation
-        key = self.keys.layout(gen or 0)
-        raw = None if gen is None else self.call(lambda: self.redis.get(key))
+        raw = None if gen is None else self.call(lambda: self.redis.get(self.keys.layout(gen)))
         if raw is None:
             which = "a current layout" if generation is None else f"layout generation {generation}"
             raise NoLayout(
                 f"job {self.job!r} has no {which} in Redis at {redact(self.url)}: "
                 "create one with `autosizer layout init`"
             )
-        return self.parse(key, raw, Layout.from_json)
+        return self.parse(self.keys.layout(gen), raw, Layout.from_json)
 
     def init_layout(self, layout: Layout, checkpoints: Checkpoints | None = None) -> None:
         """Publish the first layout (and optionally adopted checkpoints); refuses to overwrite."""
@@ -184,7 +172,7 @@ class MetadataStore:
             raise ValueError("checkpoints must belong to the layout being initialised")
 
         def txn(pipe: redis.client.Pipeline) -> None:
-            current = pipe.get(self._current_key)
+            current = pipe.get(self.keys.current)
             if current is not None:
                 raise LayoutExists(
                     f"job {self.job!r} already has layout generation {int(current)}: change it "
@@ -192,9 +180,9 @@ class MetadataStore:
                 )
             pipe.multi()
             self._write_generation(pipe, cp)
-            pipe.set(self._current_key, layout.generation)
+            pipe.set(self.keys.current, layout.generation)
 
-        self.call(lambda: self.redis.transaction(txn, self._current_key))
+        self.call(lambda: self.redis.transaction(txn, self.keys.current))
         log.info("layout.initialised", job=self.job, generation=layout.generation,
                  factor=layout.factor, tasks=len(layout.virtual_tasks()))
 
@@ -221,7 +209,7 @@ class MetadataStore:
         for task, entries in progress.items():
             args += [task, encode_task_progress(entries)]
         args += self._passed_startpoints(progress)
-        keys = [self._current_key, self.keys.checkpoints(generation), self.keys.startpoints,
+        keys = [self.keys.current, self.keys.checkpoints(generation), self.keys.startpoints,
                 self.keys.batch(generation)]
         try:
             self.call(lambda: self._commit(keys=keys, args=args))
@@ -249,7 +237,7 @@ class MetadataStore:
         result: list[Checkpoints] = []
 
         def txn(pipe: redis.client.Pipeline) -> None:
-            current = pipe.get(self._current_key)
+            current = pipe.get(self.keys.current)
             if current is None or int(current) != old_generation:
                 raise StaleGeneration(
                     old_generation, None if current is None else int(current), "migration"
@@ -263,7 +251,7 @@ class MetadataStore:
             for field in folded:
                 pipe.hdel(self.keys.startpoints, field)
             self._write_generation(pipe, new)
-            pipe.set(self._current_key, new_layout.generation)
+            pipe.set(self.keys.current, new_layout.generation)
             # Generations move up one at a time, so dropping one per migration keeps the last few.
             stale = new_layout.generation - self.keep_generations
             pipe.delete(
@@ -273,7 +261,7 @@ class MetadataStore:
 
         self.call(
             lambda: self.redis.transaction(
-                txn, self._current_key, old_cp_key, self.keys.startpoints
+                txn, self.keys.current, old_cp_key, self.keys.startpoints
             )
         )
         log.info("layout.migrated", job=self.job, old=old_generation,

@@ -63,7 +63,7 @@ class ControlChannel:
         if not raw:
             return None
         request_id, action = self.store.parse(self._request, raw, _request_fields)
-        if self.store.call(lambda: self.redis.get(self._done)) == raw[b"id"]:
+        if self.obeyed(request_id):
             return None
         return request_id, action
 

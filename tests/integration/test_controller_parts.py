@@ -100,7 +100,7 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
 
         overrides = OverrideStore(store)
         overrides.set("factor", "8")
-        store.redis.set(store.key("override", "max_factor"), "banana")
+        store.redis.set(store.keys.key("override", "max_factor"), "banana")
         record = tick()
         assert (record.outcome, record.target, record.reason) == ("dry_run", 8, "pinned to 8 by override; would rescale 1 -> 8")
         assert record.overrides["errors"] == ["override max_factor='banana' ignored: not a whole number; use a power of two like 8"]
@@ -135,8 +135,8 @@ def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_s
     assert refused.returncode == 2 and "invalid elasticity factor 3" in refused.stderr
     daemon = start_daemon(config, tmp_path / "daemon.log")
     try:
-        store.redis.set(store.key("override", "factor"), "3")  # written behind the CLI's back
-        store.redis.set(store.key("override", "pause"), "perhaps")
+        store.redis.set(store.keys.key("override", "factor"), "3")  # written behind the CLI's back
+        store.redis.set(store.keys.key("override", "pause"), "perhaps")
         wait_until(lambda: len(_decisions(config)) >= 3, 60, "three ticks")
         assert daemon.poll() is None, "the daemon must survive garbage"
         last = _decisions(config)[-1]
@@ -274,7 +274,7 @@ def test_a_failed_actuation_backs_off_doubling_and_the_rescale_override_skips_it
 ])
 def test_a_poisoned_key_is_a_hold_naming_the_key_never_a_crash(redis_server, job, tmp_path, suffix, poison):
     store, tick = _failing_tick(redis_server, job, tmp_path)
-    key = store.key(*suffix.split(":"))
+    key = store.keys.key(*suffix.split(":"))
     poison(store.redis, key)
     OverrideStore(store).set("factor", "4")
     for _ in range(2):  # every tick, not once
@@ -297,11 +297,11 @@ def test_prometheus_credentials_and_huge_override_values_reach_no_journal_and_no
     config = load_config(write_config(tmp_path / "s.toml", job, redis_server.url, secret_url,
                                       actuator={"name": "dry-run", "settings": {}},
                                       daemon={"listen": ""}), {})
-    store.redis.set(store.key("override", "max_factor"), "9" * 5_000_000)  # behind the CLI's back
+    store.redis.set(store.keys.key("override", "max_factor"), "9" * 5_000_000)  # behind the CLI's back
     tick = build_tick(config)
     record = tick()
     assert record.outcome == "hold" and "prometheus unreachable at http://***@127.0.0.1" in record.reason
-    stored = store.redis.xrevrange(store.key("decisions"), count=1)[0][1][b"record"]
+    stored = store.redis.xrevrange(store.keys.key("decisions"), count=1)[0][1][b"record"]
     assert b"hunter2" not in stored and len(stored) < 20_000, len(stored)
     logged = capsys.readouterr()
     assert "hunter2" not in logged.out + logged.err and len(logged.err) < 50_000
