@@ -114,7 +114,8 @@ class EmbeddedBroker(_Process):
     exact high watermarks, `offsets_for_times`, `create_partitions`, transactions, and fetches whose
     cost does not grow with the log (Tansu's did: by 150,000 records each fetch cost the broker
     0.3 s of CPU, and the demo's producer fell behind). The interface stays narrow (`bootstrap`,
-    `create_topic`, `producer`, `produce`) so another Kafka-protocol broker can be swapped in."""
+    `create_topic`, `add_partitions`, `producer`, `produce`) so another Kafka-protocol broker can be
+    swapped in."""
 
     def __init__(self, port: int | None = None, workdir: str | Path | None = None):
         try:
@@ -161,6 +162,14 @@ class EmbeddedBroker(_Process):
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(10)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to `total` partitions (Kafka's CreatePartitions): an expansion."""
+        from confluent_kafka.admin import AdminClient, NewPartitions
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        for future in admin.create_partitions([NewPartitions(name, total)]).values():
             future.result(10)
 
     def producer(self) -> Any:

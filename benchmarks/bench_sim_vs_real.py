@@ -37,8 +37,8 @@ LOAD_WINDOW = "3s"
 
 def compare(finished: demo.Finished, save: Path | None = None) -> None:
     start, end = finished.started, finished.ended
-    # The load is read back over a 3 s window (scrapes are 1 s apart): the daemon's own 10 s
-    # window would replay a step smeared over 10 s, and the simulated daemon smooths it again.
+    # The load is read back from the high watermark's steps, second by second (fit.py); the
+    # 3 s window only serves the partitions' shares.
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW)
     if save is not None:
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
@@ -56,7 +56,8 @@ def replay(series: dict, start: float, end: float, config_path: Path) -> None:
           f"{job.restart_downtime_s:.2f} s, start factor {job.start_factor}, busiest bucket at F=8 "
           f"{job.hot_shares[8].max():.1%}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
-    run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)))
+    run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
+                   window_s=int(config.prometheus.window_s))
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")

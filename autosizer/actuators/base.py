@@ -7,7 +7,7 @@ new decision and `resume(entry)` for an actuation a previous daemon left in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,10 @@ class Plan:
     lag_before: float | None = None  # records, when decided (None: unknown, verify commits only)
     input_rate: float = 0.0  # records/s, when decided
     processed_rate: float = 0.0
+    # A partition expansion (SEP-5) instead of a factor change: the topics' new counts, and each
+    # parent partition's end offset when it was adopted (its children's barrier).
+    partitions: Mapping[str, int] | None = None
+    barriers: Mapping[tuple[str, int], int] | None = None
 
 
 @dataclass(frozen=True)

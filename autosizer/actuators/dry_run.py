@@ -25,6 +25,9 @@ class DryRun:
             number(name, value, low)
 
     def act(self, plan: Plan) -> Outcome:
+        if plan.partitions is not None:
+            return Outcome("dry_run", plan.from_factor, plan.from_generation,
+                           f"would adopt partition counts {dict(plan.partitions)}")
         return Outcome("dry_run", plan.from_factor, plan.from_generation,
                        f"would rescale {plan.from_factor} -> {plan.to_factor}")
 

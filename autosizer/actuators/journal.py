@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 import redis
 
 from autosizer.clock import SYSTEM_CLOCK, Clock
 from autosizer.elasticity.keys import JOURNAL_BEGIN, JOURNAL_WRITE
+from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.store import MetadataStore
 
 STEPS = ("drain", "migrate", "start", "verify")
@@ -42,6 +44,18 @@ class Entry:
     started_ms: int = 0
     drain_ms: int = 0  # when the drain was requested: the restart downtime runs from here
     result: str = ""
+    partitions: dict[str, int] | None = None  # an expansion: the topics' new counts
+    barriers: list[list] | None = None  # an expansion: [topic, parent, end offset] per parent
+
+    @property
+    def expansion(self) -> bool:
+        return self.partitions is not None
+
+    def next_layout(self, layout: Layout) -> Layout:
+        """The generation this actuation publishes after `layout` (its from_generation)."""
+        if self.partitions is None:
+            return layout.with_factor(self.to_factor)
+        return layout.with_partitions(self.partitions, {(t, p): o for t, p, o in self.barriers or ()})
 
     @property
     def to_generation(self) -> int:
@@ -72,11 +86,15 @@ class ActuationJournal:
 
     def begin(self, from_generation: int, from_factor: int, to_factor: int, reason: str,
               lag_before: float | None = None, input_rate: float = 0.0,
-              processed_rate: float = 0.0, rollback: bool = False) -> Entry:
+              processed_rate: float = 0.0, rollback: bool = False,
+              partitions: Mapping[str, int] | None = None,
+              barriers: Mapping[tuple[str, int], int] | None = None) -> Entry:
         """Open an actuation at its first step; a rollback replaces the open one it undoes."""
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
                       reason, lag_before, input_rate, processed_rate, rollback,
-                      int(self.clock.time() * 1000))
+                      int(self.clock.time() * 1000),
+                      partitions=None if partitions is None else dict(partitions),
+                      barriers=None if barriers is None else [[t, p, o] for (t, p), o in sorted(barriers.items())])
         self._run(self._begin, [self.store.keys.leader, self.key, self.store.keys.current],
                   [self.holder, from_generation, entry.to_json(), "1" if rollback else "0"])
         return entry

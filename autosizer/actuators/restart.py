@@ -66,7 +66,8 @@ class RestartActuator:
 
     def act(self, plan: Plan) -> Outcome:
         entry = self.journal.begin(plan.from_generation, plan.from_factor, plan.to_factor,
-                                   plan.reason, plan.lag_before, plan.input_rate, plan.processed_rate)
+                                   plan.reason, plan.lag_before, plan.input_rate, plan.processed_rate,
+                                   partitions=plan.partitions, barriers=plan.barriers)
         return self.resume(entry)
 
     def resume(self, entry: Entry) -> Outcome:
@@ -91,7 +92,7 @@ class RestartActuator:
             current = self.store.current_generation()
             if current == entry.from_generation:
                 layout = self.store.layout(entry.from_generation)
-                self.store.migrate(entry.from_generation, layout.with_factor(entry.to_factor))
+                self.store.migrate(entry.from_generation, entry.next_layout(layout))
             elif current != entry.to_generation:
                 self.journal.finish(entry, "failed")
                 return self._outcome("failed", entry.from_factor, current or 0,
@@ -131,9 +132,10 @@ class RestartActuator:
             self.clock.sleep(0.2)
         downtime = self._downtime(entry)
         if (entry.rollback or self.verify_window <= 0 or entry.lag_before is None
-                or entry.to_factor > entry.from_factor):
+                or entry.to_factor > entry.from_factor or entry.expansion):
             # A scale-up cannot make the backlog grow faster; the policy judges whether it
-            # helped. Watching its lag would only keep the daemon from its next tick.
+            # helped. Watching its lag would only keep the daemon from its next tick. After an
+            # expansion the new partitions' backlog joins the lag: commits are the check.
             return None, downtime
         first = self.context.lag()
         self.clock.sleep(self.verify_window)
@@ -155,6 +157,14 @@ class RestartActuator:
         return None, downtime
 
     def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:
+        if entry.expansion:
+            # A topic cannot lose partitions: the expanded layout stays, and the failure backs off.
+            self.journal.finish(entry, "failed")
+            log.error("actuation.expansion_failed", id=entry.id, error=why)
+            return self._outcome("failed", entry.to_factor, entry.to_generation,
+                                 f"{why} (an expansion is not rolled back: the topic keeps its new "
+                                 "partitions; the pipeline runs the expanded layout once it starts)",
+                                 began, steps)
         if entry.rollback:
             self.journal.finish(entry, "failed")
             log.error("actuation.rollback_failed", id=entry.id, error=why)

@@ -24,6 +24,7 @@ from autosizer.controller.table import format_table
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 from autosizer.elasticity.store import MetadataStore, StoreError
+from autosizer.elasticity.topology import requested
 from autosizer.redaction import clip, redact
 
 MAX_PARTITIONS = 100_000  # per topic, as Kafka allows
@@ -97,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     show = layout.add_parser("show", parents=[common], help="the current layout and its virtual tasks")
     show.add_argument("--generation", type=_int("--generation", 1))
     show.set_defaults(run=_layout_show)
+    expand = layout.add_parser("expand", parents=[common], help="adopt a topic's multiplied partition "
+                               "count now (dry run unless --apply)")
+    expand.add_argument("--topic", action="append", required=True, metavar="NAME=PARTITIONS",
+                        help="the topic's new partition count, a multiple of the layout's; repeat for more")
+    expand.add_argument("--apply", action="store_true",
+                        help="ask the daemon to adopt it at its next tick (default: show the plan only)")
+    expand.set_defaults(run=_layout_expand)
 
     checkpoints = groups.add_parser("checkpoints", help="virtual tasks' progress").add_subparsers(parser_class=_Parser)
     cshow = checkpoints.add_parser("show", parents=[common], help="progress per task and partition")
@@ -170,15 +178,20 @@ def _store(args: argparse.Namespace) -> MetadataStore:
     return MetadataStore(args.redis, args.job)
 
 
-def _layout_init(args: argparse.Namespace) -> None:
+def _topics(specs: list[str]) -> dict[str, int]:
     topics: dict[str, int] = {}
-    for spec in args.topic:
+    for spec in specs:
         name, _, count = spec.partition("=")
         if not name or not (count.isascii() and count.isdigit()):
             raise UsageError(f"--topic {spec!r} is not NAME=PARTITIONS, e.g. --topic orders=4")
         if name in topics:
             raise UsageError(f"--topic {name} is given twice: give each topic once")
         topics[name] = whole(count, f"--topic {name} partitions", 1, MAX_PARTITIONS)
+    return topics
+
+
+def _layout_init(args: argparse.Namespace) -> None:
+    topics = _topics(args.topic)
     tasks = sum(topics.values()) * args.factor
     if tasks > MAX_TASKS:
         raise UsageError(f"{sum(topics.values())} partitions x factor {args.factor} is {tasks} "
@@ -203,6 +216,36 @@ def _layout_init(args: argparse.Namespace) -> None:
     store = _store(args)
     store.init_layout(layout, cp)
     _print_layout(args, store.layout())
+
+
+def _layout_expand(args: argparse.Namespace) -> None:
+    """SEP-5 on purpose: checked against what the running pipeline sees on the broker; the daemon
+    adopts it through its journaled actuator (drain, migrate with barriers, start)."""
+    asked = _topics(args.topic)
+    store = _store(args)
+    layout = store.layout()
+    try:
+        grown = requested(layout, store.topology(), asked, int(time.time() * 1000))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    new = grown.layout(layout)
+    tasks = len(new.virtual_tasks())
+    if tasks > MAX_TASKS:
+        raise UsageError(f"{tasks} virtual tasks after the expansion, above the {MAX_TASKS} autosizer "
+                         "handles: lower the factor first")
+    if args.apply:
+        store.request_expansion(grown.counts, layout.generation)
+    if args.json:
+        print(json.dumps({"applied": args.apply, "generation": layout.generation + 1,
+                          "topics": dict(new.topics), "tasks": tasks,
+                          "barriers": [{"topic": t, "parent": p, "offset": o}
+                                       for (t, p), o in sorted(grown.barriers.items())]}))
+        return
+    print(f"{'asked the daemon to adopt' if args.apply else 'dry run (add --apply to adopt)'}: "
+          f"{grown.describe()}, generation {layout.generation} -> {layout.generation + 1}, "
+          f"{len(layout.virtual_tasks())} -> {tasks} virtual tasks (grouper {layout.grouper})")
+    for line in grown.barrier_lines(layout):
+        print(f"  {line}")
 
 
 def _layout_show(args: argparse.Namespace) -> None:

@@ -23,7 +23,10 @@ from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import NAMES, Overrides, OverrideStore
 from autosizer.controller.table import format_table
+from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
+from autosizer.elasticity.topology import Topology
+from autosizer.elasticity.topology import problems as topology_problems
 from autosizer.pipeline.control import ControlChannel
 
 
@@ -152,8 +155,10 @@ def show_status(args: argparse.Namespace) -> None:
             status[name] = fallback
             problems.append(str(exc))
 
+    layout = None
     try:
-        status["layout"] = _layout_status(store.layout())
+        layout = store.layout()
+        status["layout"] = _layout_status(layout)
     except NoLayout as exc:
         status["layout"] = {"error": str(exc)}
     except KeyProblem as exc:
@@ -176,6 +181,7 @@ def show_status(args: argparse.Namespace) -> None:
     part("last_rescale", lambda: _rescale_status(last_rescale(store)))
     part("backoff", lambda: _backoff_status(BackoffStore(store).read()))
     part("last_decision", lambda: next(iter(DecisionJournal(store).last(1)), None))
+    part("topology", lambda: _topology_status(store.topology(), layout, problems))
     status["problems"] = problems
     if args.json:
         print(json.dumps(status, default=str))
@@ -186,6 +192,15 @@ def show_status(args: argparse.Namespace) -> None:
 def _layout_status(layout: Any) -> dict[str, Any]:
     return {"generation": layout.generation, "factor": layout.factor, "topics": layout.topics,
             "tasks": len(layout.virtual_tasks())}
+
+
+def _topology_status(topology: Topology | None, layout: Layout | None, problems: list[str]) -> Any:
+    """The broker's counts while they differ from the layout; a count it cannot adopt is a problem."""
+    if topology is None:
+        return None
+    if layout is not None:
+        problems += topology_problems(layout, topology)
+    return {"broker": dict(topology.counts), "reported": _when(topology.at_ms / 1000)}
 
 
 def _entry_json(entry: Any) -> Any:
@@ -211,6 +226,9 @@ def _render_status(s: dict[str, Any]) -> str:
                                   f"generation {lay['generation']}  factor {lay['factor']}  "
                                   f"tasks {lay['tasks']}  topics "
                                   + ", ".join(f"{t}={n}" for t, n in sorted(lay["topics"].items()))))
+    if s.get("topology"):
+        lines.append("broker     " + ", ".join(f"{t}={n}" for t, n in sorted(s["topology"]["broker"].items()))
+                     + f"  (differs from the layout; reported {s['topology']['reported']})")
     p = s["pipeline"]
     beat = p.get("heartbeat_ms")
     age = f"  (heartbeat {time.time() - int(beat) / 1000:.0f}s ago)" if beat else ""

@@ -41,6 +41,10 @@ class DaemonSection:
     journal_length: int = 10_000  # decisions kept in the Redis stream
     backoff_s: float = 60.0  # after a failed actuation, wait this long; doubles per failure
     backoff_max_s: float = 1800.0  # the longest wait between failed actuations
+    # A topic's multiplied partition count is adopted once the broker has had it this long:
+    # producers refresh their metadata every 5 minutes by default, and until then they may write
+    # a moved key to its old partition, which must come before the barrier.
+    adopt_after_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,16 @@ class PrometheusSection:
     window: str = "30s"  # the rate() window ($window in the queries): about two ticks
     selector: str = ""  # label matchers substituted for $selector, e.g. job="orders"
     queries: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_QUERIES))
+
+    @property
+    def window_s(self) -> float:
+        """The window in seconds (Prometheus' s, m, h units); ValueError naming the fix."""
+        units = {"s": 1, "m": 60, "h": 3600}
+        text = self.window.strip()
+        if len(text) >= 2 and text[-1] in units and text[:-1].isascii() and text[:-1].isdigit() \
+                and int(text[:-1]) > 0:
+            return int(text[:-1]) * units[text[-1]]
+        raise ValueError(f"[prometheus] window {self.window[:40]!r} must be a duration such as 30s or 2m")
 
 
 @dataclass(frozen=True)
@@ -236,12 +250,20 @@ def _check(config: Config) -> None:
     if not 0 < d.backoff_s <= d.backoff_max_s:
         raise ConfigError(f"{src}: [daemon] backoff_s must be > 0 and at most backoff_max_s "
                           f"({d.backoff_max_s:g}), not {d.backoff_s:g}")
+    if not 0 <= d.adopt_after_s <= 86400:
+        raise ConfigError(f"{src}: [daemon] adopt_after_s must be between 0 and 86400 seconds, "
+                          f"not {d.adopt_after_s:g}")
     if d.log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{src}: [daemon] log_level must be debug, info, warning or error")
     if not 1 <= d.journal_length <= 10_000_000:
         raise ConfigError(f"{src}: [daemon] journal_length must be between 1 and 10000000")
     if not p.url.startswith(("http://", "https://")):
         raise ConfigError(f"{src}: [prometheus] url {p.url!r} must start with http:// or https://")
+    try:
+        if p.window_s > 86400:
+            raise ValueError("[prometheus] window must be at most 24h")
+    except ValueError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     if not 0 < p.timeout_s <= 600:
         raise ConfigError(f"{src}: [prometheus] timeout_s must be > 0 and <= 600")
     if not config.job.redis_url.startswith("unix://"):

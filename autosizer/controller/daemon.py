@@ -22,6 +22,7 @@ from autosizer.controller.backoff import BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import Config
 from autosizer.controller.evaluator import Evaluator
+from autosizer.controller.expansion import ExpansionWatch
 from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
@@ -52,6 +53,7 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None,
         actuations=actuations, journal=DecisionJournal(store, config.daemon.journal_length),
         metrics=metrics, history_store=HistoryStore(store), backoff_store=BackoffStore(store),
         backoff_s=config.daemon.backoff_s, backoff_max_s=config.daemon.backoff_max_s, clock=clock,
+        expansions=ExpansionWatch(store, config.daemon.adopt_after_s),
     )
 
 

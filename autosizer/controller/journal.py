@@ -25,7 +25,7 @@ class DecisionRecord:
     generation: int
     factor: int  # running when decided
     target: int  # what the decision asked for
-    outcome: str  # hold, scale_up, scale_down, paused, dry_run, aborted, rolled_back, failed, error
+    outcome: str  # hold, scale_up, scale_down, expand, paused, backoff, dry_run, aborted, rolled_back, failed, error
     reason: str
     inputs: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)

@@ -21,6 +21,7 @@ from autosizer.clock import SYSTEM_CLOCK, Clock
 from autosizer.controller.backoff import FAILED, Backoff, BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.evaluator import Evaluation, Evaluator
+from autosizer.controller.expansion import ExpansionCheck, ExpansionWatch
 from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal, DecisionRecord
 from autosizer.controller.lease import LeaderLease
@@ -55,15 +56,18 @@ class Tick:
     backoff_store: BackoffStore | None = None  # None: no backoff after failed actuations
     backoff_s: float = 60.0  # the first wait after a failed actuation; doubles per failure
     backoff_max_s: float = 1800.0
+    expansions: ExpansionWatch | None = None  # None: partition counts are not watched
     clock: Clock = SYSTEM_CLOCK
     policy_state: Any = None
     guard_state: GuardState = field(default_factory=GuardState)
     _reported_errors: tuple[str, ...] = ()
     _wall: float = 0.0
+    _notes: tuple[str, ...] = ()  # this tick's refused or pending expansions, for its record
 
     def __call__(self) -> DecisionRecord | None:
         began = time.perf_counter()
         self._wall = self.clock.time()  # decisions are stamped when the tick began, not when acting ended
+        self._notes = ()
         if self.metrics is not None:
             self.metrics.running_since = time.monotonic()
         try:
@@ -112,6 +116,9 @@ class Tick:
                                             f"resumed actuation {open_entry.id} from step {open_entry.step}")
             return self._record(layout, open_entry.to_factor, result, reason, began, actuation=outcome)
         overrides = self._read_overrides()
+        check = self._check_expansion(layout)
+        if check.adopt is not None:
+            return self._expand(layout, check, overrides, began)
         samples = self.collector.collect()
         rescaled = last_rescale(self.store)
         since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
@@ -145,6 +152,39 @@ class Tick:
         result, reason = self._describe(outcome, layout.factor, decision.reason)
         return self._record(layout, decision.factor, result, reason, began, inputs, overrides,
                             actuation=outcome, details=decision.details)
+
+    def _check_expansion(self, layout: Layout) -> ExpansionCheck:
+        if self.expansions is None:
+            return ExpansionCheck()
+        check = self.expansions.check(layout, int(self._wall * 1000))
+        self._notes = check.notes
+        return check
+
+    def _expand(self, layout: Layout, check: ExpansionCheck, overrides: Overrides,
+                began: float) -> DecisionRecord:
+        """Adopt a multiplied partition count through the actuator, journaled like a rescale."""
+        grown = check.adopt
+        assert grown is not None and self.expansions is not None
+        reason = (f"{grown.describe()}{' (asked by `autosizer layout expand`)' if check.asked else ''}; "
+                  f"{grown.barrier_summary()}")
+        if overrides.pause:
+            return self._record(layout, layout.factor, "paused", f"paused by override; would adopt "
+                                f"{reason}", began, overrides=overrides)
+        backoff = self._backoff()
+        if backoff.active(self._wall) and not check.asked:
+            return self._record(layout, layout.factor, "backoff", f"{backoff.describe(self._wall)}; "
+                                f"would adopt {reason}", began, overrides=overrides)
+        plan = Plan(layout.generation, layout.factor, layout.factor, reason,
+                    partitions=grown.counts, barriers=grown.barriers)
+        outcome = self._guarded(lambda: self.actuator.act(plan))
+        if not isinstance(outcome, JournalRefused):
+            self.expansions.adopted(check)
+        self._after_actuation(backoff, outcome)
+        result, why = self._describe(outcome, layout.factor, reason)
+        if result in ("scale_up", "scale_down"):
+            result = "expand"
+        return self._record(layout, layout.factor, result, why, began, overrides=overrides,
+                            actuation=outcome)
 
     # --- the steps -----------------------------------------------------------------------------
 
@@ -247,6 +287,9 @@ class Tick:
                 actuation: Outcome | Exception | None = None,
                 details: Any = None) -> DecisionRecord:
         factor = layout.factor if layout else 0
+        if self._notes:
+            reason = "; ".join((reason, *self._notes))
+            inputs = {**(inputs or {}), "topology": list(self._notes)}
         applied = None
         if isinstance(actuation, Outcome):
             applied = {**asdict(actuation), "seconds": round(actuation.seconds, 3)}

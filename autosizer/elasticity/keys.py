@@ -43,6 +43,10 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("agent", "hash", "pipeline.control", "delete it; the pipeline reports again"),
     KeySpec("backoff", "hash", "controller.backoff", "delete it (the next rescale is allowed at "
             "once)"),
+    KeySpec("topology", "string", "pipeline.agent", "delete it; the pipeline reports again within "
+            "a second"),
+    KeySpec("expand", "string", "controller.commands", "delete it and run `autosizer layout expand` "
+            "again"),
 )
 
 OVERRIDE_NAMES = ("factor", "pause", "min_factor", "max_factor", "rescale")
@@ -66,6 +70,8 @@ class JobKeys:
         self.control_done = self.key("control", "done")
         self.agent = self.key("agent")
         self.backoff = self.key("backoff")
+        self.topology = self.key("topology")  # the broker's partition counts, while they differ
+        self.expand = self.key("expand")  # an operator's `layout expand --apply`, until adopted
 
     def key(self, *parts: object) -> str:
         return self.prefix + ":".join(str(p) for p in parts)

@@ -15,6 +15,7 @@ raw WRONGTYPE or JSON error.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -38,6 +39,7 @@ from autosizer.elasticity.startpoints import (
     StartpointKey,
     fan_out,
 )
+from autosizer.elasticity.topology import Topology
 from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
@@ -290,6 +292,35 @@ class MetadataStore:
         raw = self.call(lambda: self.redis.hgetall(self.keys.startpoints))
         return self.parse(self.keys.startpoints, raw, lambda r: {
             StartpointKey.decode(k): Startpoint.from_json(v) for k, v in r.items()})
+
+    # --- topology (SEP-5) ------------------------------------------------------------------------
+
+    def report_topology(self, topology: Topology | None) -> None:
+        """The pipeline's view of the broker while a count differs from the layout; None clears it."""
+        if topology is None:
+            self.call(lambda: self.redis.delete(self.keys.topology))
+        else:
+            self.call(lambda: self.redis.set(self.keys.topology, topology.to_json()))
+
+    def topology(self) -> Topology | None:
+        raw = self.call(lambda: self.redis.get(self.keys.topology))
+        return None if raw is None else self.parse(self.keys.topology, raw, Topology.from_json)
+
+    def request_expansion(self, counts: Mapping[str, int], generation: int) -> None:
+        """An operator's `layout expand --apply`: the daemon adopts it at its next tick, if the
+        layout is still `generation` then."""
+        self.call(lambda: self.redis.set(self.keys.expand, json.dumps(
+            {"counts": dict(counts), "generation": generation}, sort_keys=True)))
+
+    def expansion_request(self) -> tuple[dict[str, int], int] | None:
+        raw = self.call(lambda: self.redis.get(self.keys.expand))
+        if raw is None:
+            return None
+        return self.parse(self.keys.expand, raw, lambda r: (
+            {str(t): int(n) for t, n in json.loads(r)["counts"].items()}, int(json.loads(r)["generation"])))
+
+    def clear_expansion_request(self) -> None:
+        self.call(lambda: self.redis.delete(self.keys.expand))
 
     def clear_startpoints(self, keys: list[StartpointKey] | None = None) -> int:
         """Delete the given startpoints (all when `keys` is None); returns how many went."""

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration
+from autosizer.elasticity.topology import Topology
 from autosizer.embedded import free_port
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
@@ -132,6 +133,12 @@ class KafkaOffsets:
             self.consumer.unassign()
         return found
 
+    def partition_counts(self, topics: Iterable[str], timeout_s: float = 5.0) -> dict[str, int]:
+        """Each topic's partition count on the broker (topics it does not know are left out)."""
+        metadata = self.consumer.list_topics(timeout=timeout_s)
+        return {t: len(metadata.topics[t].partitions) for t in topics
+                if t in metadata.topics and metadata.topics[t].error is None}
+
     def offset_for_timestamp(self, topic: str, partition: int, epoch_ms: int) -> int:
         found = self.consumer.offsets_for_times([TopicPartition(topic, partition, epoch_ms)], timeout=10)[0]
         return found.offset if found.offset >= 0 else self.upcoming_offset(topic, partition)
@@ -180,6 +187,8 @@ class PipelineAgent:
         self._starts = 0  # start_query calls: the read plan's epoch (kafka_source.EPOCH)
         self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
+        self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
+        self._reported_topology = False
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -281,6 +290,31 @@ class PipelineAgent:
         ages = {tp: 0.0 for tp in marks if tp not in behind}
         ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
         self.metrics.observe_lag(marks, ages)
+        self._report_topology(probe, marks, int(now))
+
+    def _report_topology(self, probe: KafkaOffsets, ends: dict[tuple[str, int], int], now_ms: int) -> None:
+        """While a topic's partition count on the broker differs from the layout's, say so in
+        Redis (with each partition's end offset: an expansion's barriers) for the daemon to adopt
+        or refuse; the pipeline owns the broker connection, the daemon only reads Redis."""
+        layout = self.layout
+        if layout is None:
+            return
+        counts = probe.partition_counts(layout.topics)
+        self.metrics.observe_topology(counts)
+        for topic, count in counts.items():
+            if self._counts_since.get(topic, (None,))[0] != count:
+                self._counts_since[topic] = (count, now_ms)
+        if all(counts.get(t, n) == n for t, n in layout.topics.items()):
+            if self._reported_topology:
+                self.store.report_topology(None)
+                self._reported_topology = False
+            return
+        since = {t: self._counts_since[t][1] for t in counts}
+        self.store.report_topology(Topology(counts, since, ends, now_ms))
+        if not self._reported_topology:
+            log.warning("pipeline.partition_count_changed", job=self.config.job,
+                        layout=dict(layout.topics), broker=counts)
+        self._reported_topology = True
 
     # --- start and drain -----------------------------------------------------------------------
 
@@ -299,8 +333,8 @@ class PipelineAgent:
                     for tp, start in cp.start_offsets().items() if start is None}
         cp.resolve_defaults(defaults)
         starts = cp.start_offsets()
-        held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())
-        shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)), tuple(held))
+        held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())  # left out of the read plan
+        shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)))
         resumed = not applied and self._can_resume(shape)
         if not resumed and self.query is not None and self.query.isActive:
             self._stop_when_idle()
@@ -315,7 +349,7 @@ class PipelineAgent:
         self._starts += 1
         self._write_plan(layout, cp)
         if not resumed:
-            self._new_query(layout, starts, held, shape)
+            self._new_query(layout, starts, shape)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self._pause_file)
         self.metrics.started(layout, _positions(cp))
@@ -330,13 +364,12 @@ class PipelineAgent:
         under a new epoch (so Spark sees new offsets even where the checkpoints did not move)."""
         return self.query is not None and self.query.isActive and shape == self._query_shape
 
-    def _new_query(self, layout: Layout, starts: dict, held: list[str], shape: tuple) -> None:
+    def _new_query(self, layout: Layout, starts: dict, shape: tuple) -> None:
         reader = (
             self.spark.readStream.format("autosizer-kafka")
             .option("kafka.bootstrap.servers", self.config.bootstrap)
             .option("subscribe", ",".join(sorted(layout.topics)))
             .option("startingOffsets", json.dumps({offset_key(*tp): o for tp, o in starts.items()}))
-            .option("holdPartitions", json.dumps(held))
             .option("slots", shape[1])
             .option("defaultOffsets", "earliest")
             .option("pauseFile", self._pause_file)
@@ -356,7 +389,11 @@ class PipelineAgent:
         self._query_shape = shape
 
     def _write_plan(self, layout: Layout, cp: Checkpoints) -> None:
-        plan = self.admission.plan(layout, cp.start_offsets())
+        """Where the next batch reads each partition; expansion children behind their barrier are
+        left out (not read), so a child is released by the first plan after its parent passed."""
+        blocked = cp.blocked_partitions()
+        starts = {tp: o for tp, o in cp.start_offsets().items() if tp not in blocked}
+        plan = self.admission.plan(layout, starts)
         write_plan(self._plan_file, {EPOCH: self._starts, **{
             offset_key(*tp): {"start": p.start, "span": p.span} for tp, p in plan.items()}})
 

@@ -2,21 +2,22 @@
 
 Offsets are per partition (`{"<topic>/<partition>": next_offset}`). The starting offsets come
 from the job's checkpoints in Redis, not from Spark's own checkpoint, so every query run of a new
-layout generation starts where the virtual tasks left off. Partitions listed in `holdPartitions`
-(expansion children behind a barrier) are never advanced during a run. Partitions that appear at
-run time are read from their beginning.
+layout generation starts where the virtual tasks left off. With a read plan, a partition the plan
+leaves out is not read: one the layout does not have yet (a partition added on the broker), or an
+expansion child behind its barrier, until the agent's next plan lists it. Without a plan,
+partitions that appear at run time are read from their beginning.
 
 Options:
   kafka.bootstrap.servers  required
   subscribe                comma-separated topics
   startingOffsets          JSON {"topic/partition": offset}; other partitions use `defaultOffsets`
   defaultOffsets           earliest (default) or latest, for partitions without a starting offset
-  holdPartitions           JSON list of "topic/partition" never to advance in this run
   maxRecordsPerBatch       an upper bound on records per micro-batch (memory), shared fairly
   planFile                 a local JSON file {"topic/partition": {"start": o, "span": n}} the agent
                            rewrites after every commit: each batch reads a partition from `start`
-                           (its slowest virtual task) up to `span` records past it. Without it, a
-                           batch reads from where the previous one ended, up to the high watermark
+                           (its slowest virtual task) up to `span` records past it, and reads no
+                           partition the plan leaves out. Without it, a batch reads from where the
+                           previous one ended, up to the high watermark
   slots                    JSON list of lists of "topic/partition": the partitions each Spark task
                            reads together (all virtual tasks of a partition group in one slot);
                            partitions in no slot get a Spark task each
@@ -128,7 +129,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.default = options.get("defaultOffsets", "earliest")
         if self.default not in ("earliest", "latest"):
             raise ValueError(f"defaultOffsets must be earliest or latest, not {self.default!r}")
-        self.held = set(json.loads(options.get("holdPartitions") or "[]"))
         self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
         self.pause_file = options.get("pauseFile")
         self.plan_file = options.get("planFile")
@@ -160,6 +160,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self.pause_file and os.path.exists(self.pause_file):
             return dict(start)
         plan = read_plan(self.plan_file)
+        planned = any(k != EPOCH for k in plan)
         begins: dict[str, int] = {}
         ends: dict[str, int] = {}
         for topic, partition in self._partitions():
@@ -167,8 +168,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             # A partition that appeared at run time starts at 0.
             begin = plan[key]["start"] if key in plan else start.get(key, 0)
             begins[key] = begin
-            if key in self.held:
-                ends[key] = begin
+            if planned and key not in plan:
+                ends[key] = begin  # not in the layout yet, or behind a barrier: not read
                 continue
             high = max(begin, self._watermarks(topic, partition)[1])
             ends[key] = min(high, begin + plan[key]["span"]) if key in plan else high

@@ -39,6 +39,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            fixed cost included
   autosizer_pipeline_batches_total                         committed micro-batches
   autosizer_pipeline_factor, autosizer_pipeline_generation the running layout
+  autosizer_pipeline_topic_partitions{topic}               partitions the broker has (more than the
+                                                           layout's: an expansion not adopted yet)
   autosizer_pipeline_rescales_total                        generations started after the first
 """
 
@@ -101,6 +103,7 @@ class PipelineMetrics(Collector):
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
         self.deadline_s: float | None = None
         self.restart_s: float | None = None
+        self.topic_partitions: dict[str, int] = {}
 
     # --- updates from the agent ----------------------------------------------------------------
 
@@ -149,6 +152,10 @@ class PipelineMetrics(Collector):
         with self._lock:
             self.restart_s = seconds
 
+    def observe_topology(self, counts: Mapping[str, int]) -> None:
+        with self._lock:
+            self.topic_partitions = dict(counts)
+
     def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float]) -> None:
         with self._lock:
             self.high_watermarks = dict(high_watermarks)
@@ -191,6 +198,11 @@ class PipelineMetrics(Collector):
         for (topic, partition), value in sorted(self.high_watermarks.items()):
             marks.add_metric([topic, str(partition)], value)
         yield marks
+        topics = GaugeMetricFamily("autosizer_pipeline_topic_partitions",
+                                   "Partitions the broker has for each topic the job reads", labels=["topic"])
+        for topic, count in sorted(self.topic_partitions.items()):
+            topics.add_metric([topic], count)
+        yield topics
         task_lag = GaugeMetricFamily("autosizer_pipeline_task_lag_records",
                                      "Records behind the high watermark for one virtual task",
                                      labels=["task", "topic", "partition"])

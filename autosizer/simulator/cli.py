@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--guard", action="append", default=[], metavar="KEY=VALUE",
                      help="a guard setting, e.g. cooldown_s=120")
     run.add_argument("--tick", type=int, default=15, help="seconds between decisions")
+    run.add_argument("--window", type=int, help="seconds of input each decision reads, as the "
+                     "daemon's [prometheus] window (default: two ticks)")
     run.add_argument("--slo", type=float, default=30.0, help="lag SLO in seconds")
     run.add_argument("--seed", type=int, default=7)
     run.add_argument("--plot", help="write the timeline PNG here")
@@ -110,7 +112,10 @@ def run(args: argparse.Namespace) -> None:
         sweeps[key] = [parse_value(v) for v in values.split(",")]
     guards = Guards(**{k: parse_value(v) for k, v in _pairs(args.guard, "--guard").items()})
     names = args.policy or list(DEFAULT_POLICIES)
-    runs = compare(workload, job, variants(names, settings, sweeps), guards, args.tick, args.seed)
+    if args.tick < 1 or (args.window is not None and args.window < 1):
+        raise ValueError("--tick and --window must be at least 1 second")
+    runs = compare(workload, job, variants(names, settings, sweeps), guards, args.tick, args.seed,
+                   window_s=args.window)
     scores = [score(r, args.slo) for r in runs]
     if args.json:
         sys.stdout.write(json.dumps([s.row() for s in scores], indent=2) + "\n")

@@ -217,9 +217,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
 
 
 class _Model:
-    def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray):
+    def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray, window_s: int):
         self.job = job
         self.tick = tick_s
+        self.window = window_s
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
@@ -236,8 +237,10 @@ class _Model:
         arrivals = self.weights[:, None] * np.stack([hot, 1.0 - hot], axis=1)
         return np.where(arrivals < 1e-12, 0.0, arrivals)  # rounding must not invent a queue
 
-    def block(self, t0: int, end: int, factor: int, x0: np.ndarray, down_s: int) -> _Block:
-        """Seconds [t0, end) at one factor, from positions x0 (P, 2), in cumulative-input units."""
+    def block(self, t0: int, end: int, factor: int, x0: np.ndarray, down_s: float,
+              keeping_up: bool = False) -> _Block:
+        """Seconds [t0, end) at one factor, from positions x0 (P, 2), in cumulative-input units;
+        `keeping_up`: the job takes all its input as it comes (the time before a run starts)."""
         job, tick = self.job, self.tick
         rate = self.rate[t0:end]
         ticks = rate.size // tick
@@ -249,7 +252,10 @@ class _Model:
         noise = 1.0 + spread * self.rng.standard_normal((ticks, job.partitions, 2))
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
-        if job.batch_seconds:
+        if keeping_up:
+            lag_records, lag_seconds, x_end, ages, processed = _fluid(
+                self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
+        elif job.batch_seconds:
             lag_records, lag_seconds, x_end, ages, processed = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.trigger_s, job.run_ahead)
@@ -258,15 +264,21 @@ class _Model:
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
         now = t0 + tick * np.arange(1, ticks + 1)
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
-        return self._columns(factor, rate, lag_records, lag_seconds, lag_end, x_end, ages,
-                             processed / tick, task_cap)
+        return self._columns(factor, self.observed_input(now), lag_records, lag_seconds, lag_end,
+                             x_end, ages, processed / tick, task_cap)
 
-    def _columns(self, factor, rate, lag_records, lag_seconds, lag_end, x_end, ages, processed,
+    def observed_input(self, now: np.ndarray) -> np.ndarray:
+        """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
+        computes it from the high watermark: the mean over the last `window` seconds (fewer at
+        the start). A tick's own mean would show a step a window early and at full height."""
+        since = np.maximum(0, now - self.window)
+        return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.weights
+
+    def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, x_end, ages, processed,
                  task_cap) -> _Block:
         """Every tick's observation columns at once; a tick then only slices rows."""
         names, partition, repeats, divisor = self._task_shape(factor)
         ticks = lag_end.shape[0]
-        input_rate = rate[: ticks * self.tick].reshape(ticks, self.tick).mean(axis=1)[:, None] * self.weights
         lag_p = lag_end.sum(axis=2)
         busy = np.minimum(1.0, processed / np.maximum(task_cap * divisor, 1e-9))
 
@@ -314,30 +326,41 @@ class _Model:
 
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
-             progress: Callable[[int], Any] | None = None) -> Run:
-    """Drive `job` through `workload` with `policy` behind `guards`; `progress(seconds)` as it goes."""
+             progress: Callable[[int], Any] | None = None, window_s: int | None = None) -> Run:
+    """Drive `job` through `workload` with `policy` behind `guards`; `progress(seconds)` as it goes.
+
+    The simulated daemon ticks as the real one does: once when it starts (second 0: the job ran
+    the workload's first rate before that) and every `tick_s` after, reading the input over its
+    `window_s` rate window (default two ticks, the shipped `[prometheus] window`)."""
     if tick_s < 1:
         raise ValueError(f"tick must be >= 1 s, not {tick_s!r}")
+    window = 2 * int(tick_s) if window_s is None else int(window_s)
+    if window < 1:
+        raise ValueError(f"the rate window must be >= 1 s, not {window_s!r}")
     guards = guards or Guards()
-    model = _Model(job, int(tick_s), seed, workload.rate)
-    tick = model.tick
+    tick = int(tick_s)
     total = workload.seconds // tick * tick
     if total == 0:
         raise ValueError(f"workload {workload.name!r} is shorter than one {tick} s tick")
+    # A lead-in of one tick at the first rate puts a tick at second 0; times the policy sees, and
+    # the run's series, count from the workload's start.
+    lead = tick
+    model = _Model(job, tick, seed, np.concatenate([np.full(lead, workload.rate[0]), workload.rate]), window)
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
-              np.empty(total), np.empty(total), np.empty(total, dtype=np.int32))
+              np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32))
     factor = job.start_factor
     x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
-    last_rescale, down_s = -math.inf, 0
+    last_rescale, down_s = -math.inf, 0.0
     policy_state: Any = None
     guard_state = None
-    t, block_ticks = 0, BLOCK_TICKS
+    t, block_ticks, total = 0, BLOCK_TICKS, lead + total
+    # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
-        end = min(total, t + block_ticks * tick)
-        block = model.block(t, end, factor, x, down_s)
+        end = lead if t < lead else min(total, t + block_ticks * tick)
+        block = model.block(t, end, factor, x, down_s, keeping_up=t < lead)
         kept, running = end - t, factor
         for k in range((end - t) // tick):
-            now = t + (k + 1) * tick
+            now = t + (k + 1) * tick - lead
             observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
             model.history.record(now, observation.input_rate)
             wish, policy_state = policy.decide(observation, policy_state)
@@ -352,19 +375,20 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)
             # The daemon records a rescale when the new generation commits its first batch; its
             # cooldown and the policy's settle time count from then.
-            factor, down_s = decision.factor, int(job.restart_downtime_s)
+            factor, down_s = decision.factor, float(job.restart_downtime_s)  # not rounded: 0.96 s is not 0
             last_rescale = now + job.actuation_s(factor)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:
             x = block.x_end[-1]
-            down_s = max(0, down_s - kept)
+            down_s = max(0.0, down_s - kept)
             block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]
         run.lag_seconds[t:t + kept] = block.lag_seconds[:kept]
         run.factor[t:t + kept] = running
         if progress:
-            progress(kept)
+            progress(max(0, min(kept, t + kept - lead)))
         t += kept
+    run.lag_records, run.lag_seconds, run.factor = (a[lead:] for a in (run.lag_records, run.lag_seconds, run.factor))
     return run
 

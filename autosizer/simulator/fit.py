@@ -29,6 +29,9 @@ Series = list[tuple[Labels, list[tuple[float, float]]]]  # per series: labels, (
 
 FIT_QUERIES: dict[str, str] = {
     "input_rate": "max by (topic, partition) (rate(autosizer_pipeline_high_watermark{$selector}[$window]))",
+    # the load itself: records that arrived in each second, from the watermark's own steps (a
+    # rate over a window would replay a step smeared over the window, and that much late)
+    "high_watermark": "max by (topic, partition) (autosizer_pipeline_high_watermark{$selector})",
     "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
@@ -118,8 +121,13 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
     """The model, and the run's load, worst lag and factor resampled to 1 s over [start, end]."""
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
     load = np.zeros(seconds.size)
-    for _, points in series.get("input_rate", ()):
-        load += _resample(points, start, seconds)
+    if series.get("high_watermark"):
+        for _, points in series["high_watermark"]:
+            marks = _resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True)
+            load += np.diff(marks)  # the records that arrived in [s, s + 1)
+    else:  # series saved before the watermark was fetched
+        for _, points in series.get("input_rate", ()):
+            load += _resample(points, start, seconds)
     return Fitted(fit_job(series, base), Workload("recorded", np.maximum(load, 0.0)),
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
                   np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
@@ -200,9 +208,9 @@ def _median(series: Series | Sequence[Any]) -> float | None:
 
 
 def _resample(points: list[tuple[float, float]], start: float, seconds: np.ndarray,
-              step: bool = False) -> np.ndarray:
+              step: bool = False, hold_first: bool = False) -> np.ndarray:
     """Values at start + seconds: linear between points (or the last value, for a step series),
-    0 where the run had no sample yet."""
+    0 where the run had no sample yet (the first value, with `hold_first`: a counter)."""
     if not points:
         return np.zeros(seconds.size)
     times = np.array([t - start for t, _ in points])
@@ -210,7 +218,7 @@ def _resample(points: list[tuple[float, float]], start: float, seconds: np.ndarr
     if step:
         at = np.searchsorted(times, seconds, side="right") - 1
         return np.where(at >= 0, values[np.maximum(at, 0)], values[0])
-    return np.interp(seconds, times, values, left=0.0, right=values[-1])
+    return np.interp(seconds, times, values, left=values[0] if hold_first else 0.0, right=values[-1])
 
 
 def _number(value: Any) -> float:

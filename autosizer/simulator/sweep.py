@@ -46,7 +46,7 @@ def variants(names: Sequence[str], settings: Mapping[str, Mapping[str, Any]],
 
 def compare(workload: Workload, job: JobModel, policies: Sequence[tuple[str, Policy]],
             guards: Guards | None = None, tick_s: int = 15, seed: int = 7,
-            progress: bool | None = None) -> list[Run]:
+            progress: bool | None = None, window_s: int | None = None) -> list[Run]:
     """One run per policy, on identical traffic and noise; `progress` None shows a bar on a TTY."""
     total = workload.seconds // tick_s * tick_s * len(policies)
     runs = []
@@ -54,7 +54,7 @@ def compare(workload: Workload, job: JobModel, policies: Sequence[tuple[str, Pol
               disable=None if progress is None else not progress) as bar:
         for label, policy in policies:
             bar.set_postfix_str(label)
-            run = simulate(workload, job, policy, guards, tick_s, seed, progress=bar.update)
+            run = simulate(workload, job, policy, guards, tick_s, seed, progress=bar.update, window_s=window_s)
             run.policy = label
             runs.append(run)
     return runs

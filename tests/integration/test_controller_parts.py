@@ -308,3 +308,57 @@ def test_prometheus_credentials_and_huge_override_values_reach_no_journal_and_no
     status = subprocess.run([AUTOSIZER, "decisions", "--json", "--redis", redis_server.url, "--job", job],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert status.returncode == 0 and "hunter2" not in status.stdout and len(status.stdout) < 20_000
+
+
+def test_a_multiplied_partition_count_waits_out_adopt_after_s_and_a_bad_one_is_refused(redis_server, job, tmp_path):
+    """The expansion step on a manual clock: the pipeline's report (written here through the
+    store, as the pipeline writes it) is adopted only after `adopt_after_s`, at once when an
+    operator asks, and a count that is not a multiple is named in every decision."""
+    from autosizer.clock import ManualClock
+    from autosizer.elasticity.topology import Topology
+
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 4}, factor=4))
+    config = load_config(write_config(
+        tmp_path / "expand.toml", job, redis_server.url, f"http://127.0.0.1:{free_port()}",
+        daemon={"listen": "", "adopt_after_s": 60.0}, actuator={"name": "dry-run", "settings": {}}), {})
+    clock = ManualClock()
+    tick = build_tick(config, clock=clock)
+    now_ms = int(clock.time() * 1000)
+    ends = {("orders", p): 10 * p for p in range(4)}
+    store.report_topology(Topology({"orders": 8}, {"orders": now_ms}, ends, now_ms))
+    waiting = tick()
+    assert waiting.outcome == "hold", waiting  # Prometheus is not there: the policy holds
+    assert "partition expansion orders 4 -> 8 seen on the broker 0s ago: adopted after 60s" in waiting.reason
+    clock.advance(61)
+    adopted = tick()
+    assert adopted.outcome == "dry_run", adopted
+    assert "partition expansion orders 4 -> 8; barriers orders[0]@0, orders[1]@10" in adopted.reason
+    assert "would adopt partition counts {'orders': 8}" in adopted.reason
+
+    store.report_topology(Topology({"orders": 6}, {"orders": now_ms}, ends, now_ms))
+    for _ in range(2):
+        refused = tick()
+        assert refused.outcome == "hold"
+        assert ("topic orders has 6 partitions on the broker, not a multiple of the layout's 4: "
+                "expansion refused") in refused.reason
+        assert refused.inputs["topology"] == [refused.reason.split("; ", 1)[1]]
+    status = subprocess.run([AUTOSIZER, "status", "--job", job, "--redis", redis_server.url],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert "problem    topic orders has 6 partitions" in status.stdout, status.stdout
+    assert "broker     orders=6" in status.stdout
+
+    store.report_topology(Topology({"orders": 8}, {"orders": int(clock.time() * 1000)}, ends, now_ms))
+    cli = [AUTOSIZER, "layout", "expand", "--job", job, "--redis", redis_server.url, "--topic", "orders=8"]
+    shown = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == ("dry run (add --apply to adopt): partition expansion orders "
+                                            "4 -> 8, generation 1 -> 2, 16 -> 32 virtual tasks (grouper partition)")
+    assert "  orders[7] waits until every task of orders[3] is past offset 30" in shown.stdout
+    assert store.expansion_request() is None, "a dry run asks nothing"
+    assert subprocess.run([*cli[:-1], "orders=6"], capture_output=True, text=True, cwd=ROOT).stderr == (
+        "autosizer: error: orders=6: the new count must be a multiple of the layout's 4 and larger (e.g. 8)\n")
+    assert subprocess.run([*cli, "--apply"], capture_output=True, text=True, cwd=ROOT).returncode == 0
+    asked = tick()  # seen 0 s ago, but asked for: adopted now
+    assert asked.outcome == "dry_run" and "(asked by `autosizer layout expand`)" in asked.reason, asked
+    assert store.expansion_request() is None, "the request is used up"

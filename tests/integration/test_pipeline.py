@@ -181,6 +181,38 @@ def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker
     assert not errors
 
 
+def test_a_timestamp_startpoint_applies_once_at_the_first_record_at_or_after_it(pipeline, broker):
+    """End to end on the broker's own offsets_for_times: records stamped a second apart, a
+    startpoint between two of them; the pipeline starts at the later one, once."""
+    from autosizer.elasticity.startpoints import Startpoint, StartpointKey
+
+    store, agent, sink = pipeline(partitions=1, factor=2)
+    # a minute ago: the broker's retention drops records stamped more than a week back
+    producer, base = broker.producer(), int(time.time() * 1000) - 60_000
+    for i in range(30):
+        producer.produce("orders", key=b"k%d" % i, value=b"%d" % i, partition=0, timestamp=base + 1000 * i)
+    producer.flush(30)
+    store.set_startpoint(StartpointKey("orders", 0), Startpoint.timestamp(base + 1000 * 19 + 500))
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the records after the startpoint", errors)
+        wait_until(lambda: not store.startpoints(), 30, "the startpoint to be used up")
+        control = ControlChannel(store)
+        control.request("drain")
+        assert control.wait_for("stopped@1", 60)
+        control.request("start")
+        assert control.wait_for("running@1", 60)
+        broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(30, 33)])
+        wait_until(lambda: read_committed(sink.path).num_rows >= 13, 60, "new records")
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    offsets = sorted(int(v.split(b":")[1]) for v in read_committed(sink.path).column("value").to_pylist())
+    assert offsets == list(range(20, 33)), "from offset 20 (the first record at or after it), once"
+    assert not errors
+
+
 def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker, job):
     import urllib.request
 

@@ -1,0 +1,146 @@
+"""Topology: the partition counts the broker has, against the layout's, and what to do about it.
+
+The pipeline owns the broker connection, so it reports what it sees (`Topology`, written to Redis
+only while a count differs from the layout); the daemon reads that report and, through
+`expansion`, either adopts a multiplied count as the next layout generation (SEP-5: each new
+partition waits behind its parent's end offset, the barrier) or refuses a count that is not a
+multiple. No I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autosizer.elasticity.layout import Layout, TopicPartition
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the pipeline saw on the broker: each topic's partition count, since when (ms) it has
+    seen that count, and the end offset (high watermark) of each partition the layout reads."""
+
+    counts: Mapping[str, int]
+    since_ms: Mapping[str, int]
+    ends: Mapping[TopicPartition, int] = field(default_factory=dict)
+    at_ms: int = 0  # when this report was written
+
+    def to_json(self) -> str:
+        return json.dumps({"counts": dict(self.counts), "since_ms": dict(self.since_ms),
+                           "ends": [[t, p, o] for (t, p), o in sorted(self.ends.items())],
+                           "at_ms": self.at_ms}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Topology:
+        data: dict[str, Any] = json.loads(raw)
+        counts = {str(t): _count(n, f"counts[{t}]") for t, n in data["counts"].items()}
+        return cls(counts, {str(t): int(v) for t, v in data.get("since_ms", {}).items()},
+                   {(str(t), int(p)): int(o) for t, p, o in data.get("ends", ())},
+                   int(data.get("at_ms", 0)))
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A layout's topics multiplied: the new counts and each parent partition's barrier offset."""
+
+    counts: Mapping[str, int]  # only the topics that grew
+    barriers: Mapping[TopicPartition, int]  # parent partition -> its end offset at adoption
+    old: Mapping[str, int]
+    seen_s: float  # how long the broker has had the new counts
+
+    def describe(self) -> str:
+        grown = ", ".join(f"{t} {self.old[t]} -> {n}" for t, n in sorted(self.counts.items()))
+        return f"partition expansion {grown}"
+
+    def barrier_summary(self, most: int = 8) -> str:
+        """The parents' barrier offsets, the first `most` of them."""
+        items = [f"{t}[{p}]@{o}" for (t, p), o in sorted(self.barriers.items())]
+        more = f" and {len(items) - most} more" if len(items) > most else ""
+        return "barriers " + ", ".join(items[:most]) + more
+
+    def barrier_lines(self, layout: Layout) -> list[str]:
+        """One line per new partition: the parent it waits for and the offset it waits for."""
+        lines = []
+        for topic, count in sorted(self.counts.items()):
+            old = self.old[topic]
+            for child in range(old, count):
+                parent = child % old
+                lines.append(f"{topic}[{child}] waits until every task of {topic}[{parent}] is past "
+                             f"offset {self.barriers[(topic, parent)]}")
+        return lines
+
+    def layout(self, layout: Layout) -> Layout:
+        """The next generation (barriers resolved)."""
+        return layout.with_partitions(dict(self.counts), dict(self.barriers))
+
+
+def problems(layout: Layout, topology: Topology) -> list[str]:
+    """Counts the layout cannot adopt, each one line naming the fix; the job keeps its layout."""
+    out = []
+    for topic, count in sorted(topology.counts.items()):
+        old = layout.topics.get(topic)
+        if old is None or count == old:
+            continue
+        if count < old:
+            out.append(f"topic {topic} has {count} partitions on the broker, fewer than the layout's "
+                       f"{old}: Kafka cannot remove partitions, so the topic was recreated; the job "
+                       f"keeps reading {old} (fix: restore the topic, or start the job again with "
+                       "`autosizer layout init`)")
+        elif count % old:
+            out.append(f"topic {topic} has {count} partitions on the broker, not a multiple of the "
+                       f"layout's {old}: expansion refused (keys would lose their parent partition); "
+                       f"the job keeps reading {old} (fix: grow the topic to a multiple of {old}, "
+                       f"e.g. {old * (count // old + 1)})")
+    return out
+
+
+def expansion(layout: Layout, topology: Topology, now_ms: int) -> Expansion | None:
+    """The multiplied counts to adopt, with each parent's end offset as its barrier; None when
+    nothing grew by a multiple, or when a parent's end offset is not known yet."""
+    counts = {t: n for t, n in topology.counts.items()
+              if t in layout.topics and n > layout.topics[t] and n % layout.topics[t] == 0}
+    if not counts:
+        return None
+    barriers: dict[TopicPartition, int] = {}
+    for topic in counts:
+        for parent in range(layout.topics[topic]):
+            end = topology.ends.get((topic, parent))
+            if end is None:
+                return None
+            barriers[(topic, parent)] = end
+    since = max(topology.since_ms.get(t, now_ms) for t in counts)
+    return Expansion(counts, barriers, dict(layout.topics), max(0.0, (now_ms - since) / 1000))
+
+
+def requested(layout: Layout, topology: Topology | None, asked: Mapping[str, int],
+              now_ms: int) -> Expansion:
+    """An operator's `layout expand`: checked against the layout and what the pipeline saw.
+    ValueError (one line, with the fix) when it cannot be adopted."""
+    for topic, count in asked.items():
+        if topic not in layout.topics:
+            raise ValueError(f"unknown topic {topic!r}: the layout has {', '.join(sorted(layout.topics))}")
+        old = layout.topics[topic]
+        if count <= old or count % old:
+            raise ValueError(f"{topic}={count}: the new count must be a multiple of the layout's {old} "
+                             f"and larger (e.g. {2 * old})")
+        seen = None if topology is None else topology.counts.get(topic)
+        if seen != count:
+            where = "has not reported it yet" if seen is None else f"sees {seen}"
+            raise ValueError(f"{topic}={count}: the running pipeline {where} on the broker: create the "
+                             f"partitions first (e.g. kafka-topics --alter --topic {topic} --partitions "
+                             f"{count}); it reports within a few seconds")
+    assert topology is not None
+    found = expansion(layout, Topology({t: topology.counts[t] for t in asked}, topology.since_ms,
+                                       topology.ends, topology.at_ms), now_ms)
+    if found is None:
+        raise ValueError("the pipeline has not reported the parents' end offsets yet: try again in a "
+                         "few seconds")
+    return found
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a partition count >= 1, not {value!r}")
+    return value

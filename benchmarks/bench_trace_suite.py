@@ -1,0 +1,59 @@
+"""The trace suite's table: every trace, the three built-in policies, default settings and guards.
+
+Run: .venv/bin/python benchmarks/bench_trace_suite.py
+
+Prints, per trace and policy, violation-seconds / task-hours / rescales (per day, on traces of a
+day or more) / reversals within 1 h / the longest scale-up delay after a sustained overload (s),
+then the totals over the real and the synthetic traces, as markdown for BENCHMARKS.md. The same
+runs as `tests/unit/test_trace_suite.py` (which checks the goals) and `autosizer simulate --trace`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autosizer.policies import load_policy  # noqa: E402
+from autosizer.simulator.engine import simulate  # noqa: E402
+from autosizer.simulator.scores import score  # noqa: E402
+from autosizer.simulator.traces import load_trace, trace_names  # noqa: E402
+
+POLICIES = ("autosizer", "utilization", "lag-threshold")
+REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+DAY = 86_400
+
+
+def cell(s, seconds: int) -> str:
+    per_day = f" ({s.rescales * DAY / seconds:.1f})" if seconds >= DAY else ""
+    return (f"{s.violation_s:,} / {s.task_hours:,.0f} / {s.rescales}{per_day} / {s.reversals_1h} / "
+            f"{s.scale_up_delay_s}")
+
+
+def main() -> None:
+    names = [*REAL, *(n for n in trace_names() if n not in REAL)]
+    totals: dict[tuple[str, str], list[float]] = {}
+    print(f"| trace | {' | '.join(f'`{p}`' for p in POLICIES)} |")
+    print("| --- |" + " --- |" * len(POLICIES))
+    for name in names:
+        trace = load_trace(name)
+        cells = []
+        for policy in POLICIES:
+            s = score(simulate(trace.workload, trace.job, load_policy(policy)))
+            cells.append(cell(s, trace.workload.seconds))
+            kind = "real" if name in REAL else "synthetic"
+            row = totals.setdefault((kind, policy), [0, 0.0, 0, 0])
+            for i, value in enumerate((s.violation_s, s.task_hours, s.rescales, s.reversals_1h)):
+                row[i] += value
+        label = f"`{name}` (real)" if name in REAL else f"`{name}`"
+        print(f"| {label} | {' | '.join(cells)} |", flush=True)
+    print("\n| traces | " + " | ".join(f"`{p}`" for p in POLICIES) + " |")
+    print("| --- |" + " --- |" * len(POLICIES))
+    for kind, count in (("real", len(REAL)), ("synthetic", len(names) - len(REAL))):
+        cells = [" / ".join(f"{v:,.0f}" for v in totals[(kind, p)]) for p in POLICIES]
+        print(f"| {kind} ({count}) | {' | '.join(cells)} |")
+
+
+if __name__ == "__main__":
+    main()
