@@ -136,7 +136,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--end", required=True, help="the run's end: epoch seconds or ISO 8601")
     parser.add_argument("--selector", default="", help='label matchers, e.g. job="orders"')
     parser.add_argument("--window", default="3s",
-                        help="rate window for the input (default 3s: a few scrapes, so a step stays a step)")
+                        help="rate window for the partitions' shares of the input (default 3s); the load "
+                             "itself is read from the high watermark's steps")
     parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
 
 

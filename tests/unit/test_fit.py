@@ -92,3 +92,15 @@ def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
     job = fit_job(series)
     assert job.batch_overhead_s == pytest.approx(0.5) and job.batch_overhead_per_task_s == pytest.approx(0.005)
     assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)
+
+
+def test_the_load_is_read_from_the_watermarks_steps_where_the_step_happened():
+    """A step from 100/s to 1,000/s at second 30, one watermark sample a second: the replayed load
+    steps at 30, where a rate over a window would ramp from 30 to 33 and show it late."""
+    series = run_series()
+    marks = np.cumsum([0] + [100 if s < 30 else 1000 for s in range(60)])
+    series["high_watermark"] = [({"topic": "orders", "partition": "0"},
+                                 [(START + i, float(m)) for i, m in enumerate(marks)])]
+    load = fitted_run(series, START, START + 59).load.rate
+    assert list(load[28:32]) == [100, 100, 1000, 1000]
+    assert fitted_run(run_series(), START, START + 59).load.rate[0] == 400, "no watermark: the rate"

@@ -245,3 +245,24 @@ def test_each_partitions_age_in_the_observation_is_its_oldest_records():
         # At second 0 (the daemon's first tick) the job has kept up so far: nothing is old.
         assert ages.max() == pytest.approx(run.lag_seconds[int(time) - 1] if time else 0.0)
         assert ages.max() < max(time, 1e-9)  # records keep being processed: the oldest is not the first
+
+
+def test_the_simulated_daemon_ticks_at_start_and_reads_the_input_over_its_window():
+    """As the real daemon: a tick when it starts, then every tick, each reading Prometheus' rate
+    over its window. A step 100 -> 1,000/s at 30 s is half seen at 35 s over a 10 s window."""
+    seen: list[tuple[float, float]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.input_rate))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=2, process_seconds=0.001, process_cv=0.0, skew=KeySkew(keys=100))
+    rate = np.where(np.arange(60) < 30, 100.0, 1000.0)
+    simulate(workloads.Workload("step", rate), job, Watch(1), tick_s=5, window_s=10)
+    assert [t for t, _ in seen] == list(range(0, 61, 5))  # the last at the workload's end
+    inputs = dict(seen)
+    assert inputs[0] == pytest.approx(100) and inputs[30] == pytest.approx(100)
+    assert inputs[35] == pytest.approx(550) and inputs[40] == pytest.approx(1000)
+    with pytest.raises(ValueError, match="rate window must be >= 1 s"):
+        simulate(workloads.Workload("step", rate), job, Fixed(1), tick_s=5, window_s=0)
