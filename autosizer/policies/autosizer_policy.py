@@ -3,7 +3,9 @@
 What it adds to the utilization rule, and why:
 - Forecast. The input rate is projected over the restart downtime plus `horizon_s` with the
   smaller of two slopes, over the last 75 s and over `trend_window_s`: a ramp rises in both, a
-  step that already happened only in the long one, so a step is not mistaken for a ramp.
+  step that already happened only in the long one, so a step is not mistaken for a ramp. The
+  input projected is the rate window's, or processed plus the backlog's growth since the last tick
+  when that is more: a window averages in the time before a step, the backlog does not.
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
@@ -69,6 +71,7 @@ class AutosizerState:
     # the input the history expects per slot)
     plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
     planned_up: float = -math.inf  # when it last scaled up because the day plan said so
+    lag_seen: tuple[float, float, int] | None = None  # (time, lag records, factor) last tick
 
 
 class AutosizerPolicy:
@@ -131,7 +134,8 @@ class AutosizerPolicy:
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
-                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan, planned_up)
+                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan,
+                planned_up, (obs.time, obs.lag_records, current))
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -150,7 +154,7 @@ class AutosizerPolicy:
                 ceiling, ceiling_until = back, obs.time + self.memory
                 return answer(back, reason, details)
 
-        forecast = obs.input_rate + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
+        forecast = _arriving(obs, last.lag_seen) + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
         lead = None
@@ -376,6 +380,16 @@ def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float
 
 def _hottest(obs: Observation, factor: int) -> float:
     return float(obs.hot_share(factor).max()) if obs.partition_count else 0.0
+
+
+def _arriving(obs: Observation, seen: tuple[float, float, int] | None) -> float:
+    """The input now: the rate window's, or, when the backlog grew since the last tick under the
+    same factor, what was processed plus that growth. A rate window still averages in the time
+    before a step for a window's length; the backlog has the whole step in it already."""
+    if seen is None or seen[2] != obs.factor or obs.time <= seen[0]:
+        return obs.input_rate
+    grown = (obs.lag_records - seen[1]) / (obs.time - seen[0])
+    return max(obs.input_rate, obs.processed_rate + grown) if grown > 0 else obs.input_rate
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:

@@ -152,6 +152,22 @@ def test_a_fenced_commit_writes_nothing_and_the_agent_restarts_under_the_current
     check_exactly_once_in_key_order(read_committed(sink.path), 40)
 
 
+def restart_then_produce(store, broker, sink, values: range, rows: int) -> None:
+    """Drain and start the running agent (a startpoint must not apply again), then write `values`
+    to partition 0 and wait until the sink holds `rows` rows."""
+    control = ControlChannel(store)
+    control.request("drain")
+    assert control.wait_for("stopped@1", 60)
+    control.request("start")
+    assert control.wait_for("running@1", 60)
+    broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in values])
+    wait_until(lambda: read_committed(sink.path).num_rows >= rows, 60, "new messages")
+
+
+def offsets_out(sink) -> list[int]:
+    return sorted(int(v.split(b":")[1]) for v in read_committed(sink.path).column("value").to_pylist())
+
+
 def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker):
     from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 
@@ -164,19 +180,12 @@ def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker
         wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the batch after the startpoint", errors)
         wait_until(lambda: all(k.partition == 1 for k in store.startpoints()), 30, "partition 0's startpoints to go")
         # Restart: the startpoint must not apply again (offsets 20..29 are not re-processed).
-        control = ControlChannel(store)
-        control.request("drain")
-        assert control.wait_for("stopped@1", 60)
-        control.request("start")
-        assert control.wait_for("running@1", 60)
-        broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(30, 35)])
-        wait_until(lambda: read_committed(sink.path).num_rows >= 15, 60, "new messages")
+        restart_then_produce(store, broker, sink, range(30, 35), 15)
     finally:
         stop.set()
         thread.join(60)
         agent.close()
-    offsets = sorted(int(v.split(b":")[1]) for v in read_committed(sink.path).column("value").to_pylist())
-    assert offsets == list(range(20, 35))
+    assert offsets_out(sink) == list(range(20, 35))
     assert set(store.startpoints()) == {StartpointKey("orders", 1, f"Partition_1-{b}-2") for b in (0, 1)}
     assert not errors
 
@@ -197,19 +206,12 @@ def test_a_timestamp_startpoint_applies_once_at_the_first_record_at_or_after_it(
     try:
         wait_until(lambda: read_committed(sink.path).num_rows >= 10, 60, "the records after the startpoint", errors)
         wait_until(lambda: not store.startpoints(), 30, "the startpoint to be used up")
-        control = ControlChannel(store)
-        control.request("drain")
-        assert control.wait_for("stopped@1", 60)
-        control.request("start")
-        assert control.wait_for("running@1", 60)
-        broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(30, 33)])
-        wait_until(lambda: read_committed(sink.path).num_rows >= 13, 60, "new records")
+        restart_then_produce(store, broker, sink, range(30, 33), 13)
     finally:
         stop.set()
         thread.join(60)
         agent.close()
-    offsets = sorted(int(v.split(b":")[1]) for v in read_committed(sink.path).column("value").to_pylist())
-    assert offsets == list(range(20, 33)), "from offset 20 (the first record at or after it), once"
+    assert offsets_out(sink) == list(range(20, 33)), "from offset 20 (the first record at or after it), once"
     assert not errors
 
 

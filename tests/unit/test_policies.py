@@ -306,3 +306,18 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     t, old, new, reason = decisions[0]
     assert (old, new) == (1, 8) and t < 3 * DAY_S + 8 * 3600 and "the day plan runs 8" in reason
     assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])
+
+
+def test_autosizer_reads_a_step_from_the_backlogs_growth_before_the_rate_window_shows_it():
+    """A step from 6,000 to 22,000/s, 15 s ago: the 30 s rate window still averages in the time
+    before it (14,000/s), the backlog already grew by the whole step (15,600/s over what was
+    processed, for 15 s). The forecast is what arrives now, so one rescale covers it."""
+    policy = load_policy("autosizer")
+    steady = {"task_rate": 100, "busy": 1.0, "partitions": 16, "since_rescale_s": 9999}
+    _, state = policy.decide(observe(factor=4, input_rate=6000, processed=6000, lag=0, time=0, **steady))
+    behind = {"input_rate": 14000, "processed": 6400, "lag": 234_000, "time": 15}
+    decision, _ = policy.decide(observe(factor=4, **behind, **steady), state)
+    assert decision.details["forecast"] == pytest.approx(6400 + 234_000 / 15)  # 22,000/s
+    window_only, _ = policy.decide(observe(factor=4, **behind, **steady))
+    assert window_only.details["forecast"] == pytest.approx(14000), "no earlier tick: the window's rate"
+    assert (decision.factor, window_only.factor) == (32, 16)
