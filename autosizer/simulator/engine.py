@@ -63,6 +63,7 @@ class _Block:
     lag_records: np.ndarray  # (seconds,)
     lag_seconds: np.ndarray  # (seconds,)
     x_end: np.ndarray  # (ticks, partitions, 2): each queue's position (cumulative input) at tick ends
+    x_drained: np.ndarray  # the same once the batch in flight at each tick end has committed
     partition_columns: tuple[np.ndarray, ...]  # PartitionStats' columns, (ticks, partitions) each
     task_columns: tuple[np.ndarray, ...]  # TaskStats' columns, (ticks, tasks) each
     partition_totals: list[list[float]]  # per tick, the sums of partition_columns
@@ -123,21 +124,27 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
 
 @njit(cache=True, nogil=True)
 def _buffers(seconds, tick, partitions):  # pragma: no cover
-    """A block's outputs: lag per second; positions, each partition's oldest record's age and
-    processed records per tick."""
+    """A block's outputs: lag per second; positions (and the same after the batch in flight),
+    each partition's oldest record's age and processed records per tick."""
     ticks = seconds // tick
     return (np.empty(seconds), np.empty(seconds), np.empty((ticks, partitions, 2)),
-            np.zeros((ticks, partitions)), np.zeros((ticks, partitions, 2)))
+            np.zeros((ticks, partitions)), np.zeros((ticks, partitions, 2)),
+            np.empty((ticks, partitions, 2)))
 
 
 @njit(cache=True, nogil=True)
-def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages):  # pragma: no cover
-    """Sample the end of second s; when it ends a tick, keep the positions and each partition's
-    oldest unprocessed record's age (its slowest queue with input holds that record)."""
+def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
+            x_drained, flight):  # pragma: no cover
+    """Sample the end of second s; when it ends a tick, keep the positions (and where the batch in
+    flight, `flight` records per queue, takes them) and each partition's oldest unprocessed
+    record's age (its slowest queue with input holds that record)."""
     _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
     if (s + 1) % tick == 0:
         k = s // tick
         x_end[k] = x
+        for p in range(arrivals.shape[0]):
+            for q in range(2):
+                x_drained[k, p, q] = x[p, q] + (flight[p, q] / arrivals[p, q] if flight[p, q] > 0 else 0.0)
         now = t0 + s + 1
         c = _cum_at(cum, rate, now)
         for p in range(arrivals.shape[0]):
@@ -149,7 +156,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
     """A continuous job: per second and queue, processing up to its capacity (Lindley)."""
     partitions = arrivals.shape[0]
     x = x0.copy()
-    lag_records, lag_seconds, x_end, ages, processed = _buffers(seconds, tick, partitions)
+    lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
+    idle = np.zeros((partitions, 2))
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
@@ -160,8 +168,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
                         done = min(arrivals[p, q] * (c - x[p, q]), capacity[k, p, q])
                         processed[k, p, q] += done
                         x[p, q] += done / arrivals[p, q]
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
-    return lag_records, lag_seconds, x_end, ages, processed
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle)
+    return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
 
 @njit(cache=True, nogil=True)
@@ -174,8 +182,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
-    lag_records, lag_seconds, x_end, ages, processed = _buffers(seconds, tick, partitions)
+    lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     done = np.zeros((partitions, 2))
+    idle = np.zeros((partitions, 2))
     s = 0  # the next second to sample
     start = float(down_s)
     while start < seconds:
@@ -199,7 +208,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             continue
         commit = start + work + overhead_s
         while s < seconds and s + 1 <= commit:
-            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
+            # a tick that ends before this batch starts has nothing in flight (a drain admits no more)
+            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
+                    done if s + 1 >= start else idle)
             s += 1
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
@@ -211,9 +222,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                     processed[kc, p, q] += done[p, q]
         start = max(commit, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages)
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle)
         s += 1
-    return lag_records, lag_seconds, x_end, ages, processed
+    return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
 
 class _Model:
@@ -253,19 +264,19 @@ class _Model:
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
         if keeping_up:
-            lag_records, lag_seconds, x_end, ages, processed = _fluid(
+            lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
         elif job.batch_seconds:
-            lag_records, lag_seconds, x_end, ages, processed = _batches(
+            lag_records, lag_seconds, x_end, ages, processed, x_drained = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.trigger_s, job.run_ahead)
         else:
-            lag_records, lag_seconds, x_end, ages, processed = _fluid(
+            lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
         now = t0 + tick * np.arange(1, ticks + 1)
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
         return self._columns(factor, self.observed_input(now), lag_records, lag_seconds, lag_end,
-                             x_end, ages, processed / tick, task_cap)
+                             (x_end, x_drained), ages, processed / tick, task_cap)
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
@@ -274,7 +285,7 @@ class _Model:
         since = np.maximum(0, now - self.window)
         return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.weights
 
-    def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, x_end, ages, processed,
+    def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, positions, ages, processed,
                  task_cap) -> _Block:
         """Every tick's observation columns at once; a tick then only slices rows."""
         names, partition, repeats, divisor = self._task_shape(factor)
@@ -291,7 +302,8 @@ class _Model:
         return _Block(
             lag_records=lag_records,
             lag_seconds=lag_seconds,
-            x_end=x_end,
+            x_end=positions[0],
+            x_drained=positions[1],
             partition_columns=partition_columns,
             task_columns=task_columns,
             # Column sums for all ticks in one call each, handed to the stats as their totals.
@@ -369,9 +381,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 continue
             run.rescales.append(Rescale(now, factor, decision.factor, decision.reason))
             kept = (k + 1) * tick
-            # A new layout resumes every bucket from its partition's slowest position (the
-            # pipeline skips what faster buckets did; the oldest record is what lag measures).
-            active = np.where(model.arrivals(factor) > 0, block.x_end[k], np.inf)
+            # The drain lets the batch in flight commit; then a new layout resumes every bucket
+            # from its partition's slowest position (the pipeline skips what faster buckets did;
+            # the oldest record is what lag measures).
+            active = np.where(model.arrivals(factor) > 0, block.x_drained[k], np.inf)
             x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)
             # The daemon records a rescale when the new generation commits its first batch; its
             # cooldown and the policy's settle time count from then.

@@ -266,3 +266,22 @@ def test_the_simulated_daemon_ticks_at_start_and_reads_the_input_over_its_window
     assert inputs[35] == pytest.approx(550) and inputs[40] == pytest.approx(1000)
     with pytest.raises(ValueError, match="rate window must be >= 1 s"):
         simulate(workloads.Workload("step", rate), job, Fixed(1), tick_s=5, window_s=0)
+
+
+def test_a_rescale_drains_the_batch_in_flight_before_the_restart():
+    """The pipeline's drain lets the batch in flight commit (its work is kept), then nothing runs
+    for the restart downtime: at 100/s the lag falls by that batch's 200 records, then grows."""
+    from autosizer.policies import Decision
+
+    class Later(Fixed):
+        def decide(self, observation, state=None):
+            return Decision(2 if observation.time >= 15 else 1, "later"), state
+
+    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                   batch_seconds=2.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0,
+                   restart_downtime_s=5)
+    run = simulate(workloads.constant(100, seconds=60, noise=0), job, Later(1),
+                   Guards(cooldown_s=0, scale_down_delay_s=0), tick_s=15)
+    assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 2)]
+    assert run.lag_records[15] == pytest.approx(run.lag_records[14] - 200 + 100)  # drained, +1 s of input
+    assert np.allclose(np.diff(run.lag_records[15:21]), 100)  # the restart: nothing processed
