@@ -36,6 +36,19 @@ def finite(value: Any, field: str, low: float | None = None, high: float | None 
     return float(_in_range(number, field, low, high))
 
 
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str, field: str, example: str = "90s, 30m, 2h or 1d") -> float:
+    """Seconds from a finite number with an optional unit (s, m, h, d; seconds without one);
+    ValueError naming `field` otherwise. The caller checks the range it allows."""
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in UNITS else (text, "s")
+    try:
+        return finite(number, field) * UNITS[unit]
+    except ValueError:
+        raise ValueError(f"{field} {text[:40]!r} is not a duration: use {example}") from None
+
+
 def _parsed(value: Any, field: str, pattern: re.Pattern[str], convert: Callable[[str], Any],
             what: str) -> Any:
     """A string converted when it is all `pattern` (ASCII only); anything else unchanged."""

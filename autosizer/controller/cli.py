@@ -244,7 +244,7 @@ def _layout_expand(args: argparse.Namespace) -> None:
     print(f"{'asked the daemon to adopt' if args.apply else 'dry run (add --apply to adopt)'}: "
           f"{grown.describe()}, generation {layout.generation} -> {layout.generation + 1}, "
           f"{len(layout.virtual_tasks())} -> {tasks} virtual tasks (grouper {layout.grouper})")
-    for line in grown.barrier_lines(layout):
+    for line in grown.barrier_lines():
         print(f"  {line}")
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from autosizer.actuators.journal import ActuationJournal, last_rescale
-from autosizer.checks import argtype, finite, whole
+from autosizer.checks import argtype, duration, whole
 from autosizer.controller.backoff import Backoff, BackoffStore
 from autosizer.controller.config import DEFAULT_REDIS, ConfigError, load_config
 from autosizer.controller.journal import DecisionJournal
@@ -64,12 +64,7 @@ def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: typ
 def parse_duration(text: str) -> float:
     """Seconds from 90s, 30m, 2h or 1d: at least a second (a shorter TTL is gone before the
     daemon's next tick reads it) and at most a year."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
-    try:
-        seconds = finite(number, "--ttl") * units[unit]
-    except ValueError:
-        raise ValueError(f"--ttl {text[:40]!r} is not a duration: use 90s, 30m, 2h or 1d") from None
+    seconds = duration(text, "--ttl")
     if not 1 <= seconds <= 365 * 86400:
         raise ValueError(f"--ttl {text[:40]!r} must be between 1s and 365d")
     return seconds

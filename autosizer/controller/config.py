@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from autosizer.checks import finite, whole
+from autosizer.checks import duration, finite, whole
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity.store import StoreError, check_redis_url
 from autosizer.policies.guards import Guards
@@ -57,13 +57,8 @@ class PrometheusSection:
 
     @property
     def window_s(self) -> float:
-        """The window in seconds (Prometheus' s, m, h units); ValueError naming the fix."""
-        units = {"s": 1, "m": 60, "h": 3600}
-        text = self.window.strip()
-        if len(text) >= 2 and text[-1] in units and text[:-1].isascii() and text[:-1].isdigit() \
-                and int(text[:-1]) > 0:
-            return int(text[:-1]) * units[text[-1]]
-        raise ValueError(f"[prometheus] window {self.window[:40]!r} must be a duration such as 30s or 2m")
+        """The window in seconds; ValueError naming the fix."""
+        return duration(self.window, "[prometheus] window", "a duration such as 30s or 2m")
 
 
 @dataclass(frozen=True)
@@ -260,10 +255,11 @@ def _check(config: Config) -> None:
     if not p.url.startswith(("http://", "https://")):
         raise ConfigError(f"{src}: [prometheus] url {p.url!r} must start with http:// or https://")
     try:
-        if p.window_s > 86400:
-            raise ValueError("[prometheus] window must be at most 24h")
+        window = p.window_s
     except ValueError as exc:
         raise ConfigError(f"{src}: {exc}") from None
+    if not 1 <= window <= 86400:
+        raise ConfigError(f"{src}: [prometheus] window must be between 1s and 24h, not {p.window!r}")
     if not 0 < p.timeout_s <= 600:
         raise ConfigError(f"{src}: [prometheus] timeout_s must be > 0 and <= 600")
     if not config.job.redis_url.startswith("unix://"):

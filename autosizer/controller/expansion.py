@@ -26,7 +26,6 @@ class ExpansionCheck:
     adopt: Expansion | None = None  # adopt this now
     asked: bool = False  # an operator asked for it (`layout expand --apply`)
     notes: tuple[str, ...] = ()  # refusals and waits, for the decision record
-    problems: tuple[str, ...] = ()
 
 
 @dataclass
@@ -56,13 +55,13 @@ class ExpansionWatch:
         self._log(tuple(found))
         grown = expansion(layout, topology, now_ms)
         if grown is None:
-            return ExpansionCheck(notes=tuple(found), problems=tuple(found))
+            return ExpansionCheck(notes=tuple(found))
         if grown.seen_s >= self.adopt_after_s:
-            return ExpansionCheck(grown, notes=tuple(found), problems=tuple(found))
+            return ExpansionCheck(grown, notes=tuple(found))
         wait = (f"{grown.describe()} seen on the broker {grown.seen_s:.0f}s ago: adopted after "
                 f"{self.adopt_after_s:.0f}s, once producers have refreshed their metadata "
                 "(`autosizer layout expand --apply` adopts it now)")
-        return ExpansionCheck(notes=(*found, wait), problems=tuple(found))
+        return ExpansionCheck(notes=(*found, wait))
 
     def adopted(self, check: ExpansionCheck) -> None:
         """The actuation ran (whatever its result): an operator's request is used up."""

@@ -180,9 +180,7 @@ class Tick:
         if not isinstance(outcome, JournalRefused):
             self.expansions.adopted(check)
         self._after_actuation(backoff, outcome)
-        result, why = self._describe(outcome, layout.factor, reason)
-        if result in ("scale_up", "scale_down"):
-            result = "expand"
+        result, why = self._describe(outcome, layout.factor, reason, done="expand")
         return self._record(layout, layout.factor, result, why, began, overrides=overrides,
                             actuation=outcome)
 
@@ -232,12 +230,14 @@ class Tick:
         return outcome
 
     @staticmethod
-    def _describe(outcome: Outcome | Exception, factor: int, reason: str = "") -> tuple[str, str]:
+    def _describe(outcome: Outcome | Exception, factor: int, reason: str = "",
+                  done: str | None = None) -> tuple[str, str]:
+        """The decision's outcome and reason; a completed actuation is `done` (an expansion), or a
+        scale-up or scale-down by the factor it reached."""
         if isinstance(outcome, Exception):
             return "error", f"actuation not done: {outcome}"
         if outcome.result == "done":
-            kind = "scale_up" if outcome.factor > factor else "scale_down"
-            return kind, reason
+            return done or ("scale_up" if outcome.factor > factor else "scale_down"), reason
         return outcome.result, "; ".join(p for p in (reason, outcome.detail) if p)
 
     def _read_overrides(self) -> Overrides:

@@ -316,8 +316,12 @@ class MetadataStore:
         raw = self.call(lambda: self.redis.get(self.keys.expand))
         if raw is None:
             return None
-        return self.parse(self.keys.expand, raw, lambda r: (
-            {str(t): int(n) for t, n in json.loads(r)["counts"].items()}, int(json.loads(r)["generation"])))
+
+        def read(text: bytes) -> tuple[dict[str, int], int]:
+            data = json.loads(text)
+            return {str(t): int(n) for t, n in data["counts"].items()}, int(data["generation"])
+
+        return self.parse(self.keys.expand, raw, read)
 
     def clear_expansion_request(self) -> None:
         self.call(lambda: self.redis.delete(self.keys.expand))

@@ -10,7 +10,7 @@ multiple. No I/O here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ class Expansion:
         more = f" and {len(items) - most} more" if len(items) > most else ""
         return "barriers " + ", ".join(items[:most]) + more
 
-    def barrier_lines(self, layout: Layout) -> list[str]:
+    def barrier_lines(self) -> list[str]:
         """One line per new partition: the parent it waits for and the offset it waits for."""
         lines = []
         for topic, count in sorted(self.counts.items()):
@@ -96,11 +96,14 @@ def problems(layout: Layout, topology: Topology) -> list[str]:
     return out
 
 
-def expansion(layout: Layout, topology: Topology, now_ms: int) -> Expansion | None:
-    """The multiplied counts to adopt, with each parent's end offset as its barrier; None when
-    nothing grew by a multiple, or when a parent's end offset is not known yet."""
-    counts = {t: n for t, n in topology.counts.items()
-              if t in layout.topics and n > layout.topics[t] and n % layout.topics[t] == 0}
+def expansion(layout: Layout, topology: Topology, now_ms: int,
+              topics: Iterable[str] | None = None) -> Expansion | None:
+    """The multiplied counts to adopt (of `topics`, default all), with each parent's end offset as
+    its barrier; None when nothing grew by a multiple, or when a parent's end offset is not known
+    yet."""
+    wanted = set(topology.counts if topics is None else topics)
+    counts = {t: n for t, n in topology.counts.items() if t in wanted
+              and t in layout.topics and n > layout.topics[t] and n % layout.topics[t] == 0}
     if not counts:
         return None
     barriers: dict[TopicPartition, int] = {}
@@ -132,8 +135,7 @@ def requested(layout: Layout, topology: Topology | None, asked: Mapping[str, int
                              f"partitions first (e.g. kafka-topics --alter --topic {topic} --partitions "
                              f"{count}); it reports within a few seconds")
     assert topology is not None
-    found = expansion(layout, Topology({t: topology.counts[t] for t in asked}, topology.since_ms,
-                                       topology.ends, topology.at_ms), now_ms)
+    found = expansion(layout, topology, now_ms, topics=asked)
     if found is None:
         raise ValueError("the pipeline has not reported the parents' end offsets yet: try again in a "
                          "few seconds")

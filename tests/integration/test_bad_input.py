@@ -68,6 +68,8 @@ CLI = [
 CONFIG = [  # `autosizer run --config deploy/autosizer.toml` with one bad environment value
     ("env typo", {"AUTOSIZER_GAURDS_MAX_FACTOR": "64"}, "unknown environment variable AUTOSIZER_GAURDS_MAX_FACTOR"),
     ("unknown guard setting", {"AUTOSIZER_GUARDS_MAX_FACTR": "64"}, "[guards] has no setting 'max_factr'"),
+    ("rate window not a duration", {"AUTOSIZER_PROMETHEUS_WINDOW": "soon"}, "[prometheus] window 'soon' is not a duration"),
+    ("rate window of a week", {"AUTOSIZER_PROMETHEUS_WINDOW": "7d"}, "[prometheus] window must be between 1s and 24h"),
     ("listen port 99999", {"AUTOSIZER_DAEMON_LISTEN": "127.0.0.1:99999"}, "port 0-65535"),
     ("interval inf", {"AUTOSIZER_DAEMON_INTERVAL_S": "inf"}, "interval_s = 'inf' must be a number"),
     ("interval nan", {"AUTOSIZER_DAEMON_INTERVAL_S": "nan"}, "must be a number"),

@@ -22,7 +22,7 @@ def test_a_multiplied_count_is_adopted_with_each_parents_end_offset_as_its_barri
     assert new.generation == 2 and new.topics["orders"] == 8 and new.factor == 4
     assert [(b.partition, b.parent, b.offset) for b in new.barriers] == [(4 + p, p, 100 + p) for p in range(4)]
     assert problems(LAYOUT, topology) == []
-    lines = grown.barrier_lines(LAYOUT)
+    lines = grown.barrier_lines()
     assert lines[0] == "orders[4] waits until every task of orders[0] is past offset 100"
 
 
