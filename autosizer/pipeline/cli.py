@@ -92,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "query keeps its place), then exit with one line (default 60)")
     parser.add_argument("--wait-for-start", action="store_true",
                         help="do not start until the controller sends a start request")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
+                        help="structlog level on stderr (default info: starts, drains, startpoints)")
+    parser.add_argument("--json-logs", action="store_true", help="structlog JSON lines on stderr")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -99,6 +102,10 @@ def run(args: argparse.Namespace) -> None:
         raise AppError("no broker given: pass --bootstrap HOST:PORT or set AUTOSIZER_BOOTSTRAP")
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
+    from autosizer.controller.logging import configure_logging
+
+    # A long-running process: its starts, drains and startpoints are what an operator reads.
+    configure_logging(level=args.log_level, json=args.json_logs)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     process = load_app(args.app)
     sink = make_sink(args.sink, args.bootstrap)

@@ -64,6 +64,8 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
     finally:
         stop(second)
     check_exactly_once_in_key_order(read_committed(out), total)
+    # an operator reads the restarted process's start in its log (info is the default level)
+    assert "pipeline.started" in (tmp_path / "second.log").read_text()
 
 
 def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, broker, job, tmp_path):
