@@ -1,5 +1,5 @@
 """Real servers started as child processes on loopback ports: Redis, a Kafka-protocol broker
-(noida-db), Prometheus and a standalone Spark cluster.
+(noida-db), a Kinesis emulator (kinesis-local), Prometheus and a standalone Spark cluster.
 
 The demo, the quick start and the tests all run against these, so "works on my machine" means
 the same processes everywhere. Each one is stopped by `stop()` (or a `with` block).
@@ -185,6 +185,85 @@ class EmbeddedBroker(_Process):
             producer.produce(topic, key=key, value=value, partition=partition)
             producer.poll(0)
         producer.flush(30)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+KINESIS_LOCAL = ROOT / ".tools" / "node_modules" / "kinesis-local"
+KINESIS_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local",
+                       "region_name": "us-east-1"}  # the emulator accepts any signature
+
+
+class EmbeddedKinesis(_Process):
+    """A Kinesis API on loopback: kinesis-local (the npm build of kinesis-mock), installed into
+    `.tools/` by `make setup`.
+
+    Chosen because it is faithful where re-sharding is concerned: SplitShard, MergeShards and
+    UpdateShardCount with their lineage, ListShards with filters and paging, ChildShards in
+    GetRecords, a closed shard ending in a null iterator, and every iterator type including
+    AT_TIMESTAMP. Its one quirk: a closed shard's EndingSequenceNumber is a placeholder, so a
+    shard is finished when its iterator ends, not when a reader passes that number."""
+
+    def __init__(self, port: int | None = None, shard_op_s: float = 0.5):
+        if shutil.which("node") is None or not (KINESIS_LOCAL / "main.js").exists():
+            raise RuntimeError("the Kinesis emulator is not installed: run `make setup`")
+        self.port = port or free_port()
+        self.shard_op_s = shard_op_s  # how long a split, merge or stream creation takes
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedKinesis:
+        ms = f"{int(self.shard_op_s * 1000)}ms"
+        env = {**os.environ, "KINESIS_MOCK_PLAIN_PORT": str(self.port),
+               "KINESIS_MOCK_TLS_PORT": str(free_port()),
+               "KINESIS_MOCK_CERT_PATH": str(KINESIS_LOCAL / "server.json"),
+               "LOG_LEVEL": "WARN", "SHOULD_PERSIST_DATA": "false", "CREATE_STREAM_DURATION": ms,
+               "SPLIT_SHARD_DURATION": ms, "MERGE_SHARDS_DURATION": ms, "UPDATE_SHARD_COUNT_DURATION": ms}
+        self.process = subprocess.Popen(["node", str(KINESIS_LOCAL / "main.js")], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.client().list_streams()
+                return self
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the Kinesis emulator did not start") from None
+                time.sleep(0.1)
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("kinesis", endpoint_url=self.endpoint, **KINESIS_CREDENTIALS,
+                            config=Config(retries={"max_attempts": 2}, connect_timeout=5, read_timeout=10))
+
+    def create_stream(self, name: str, shards: int) -> None:
+        client = self.client()
+        client.create_stream(StreamName=name, ShardCount=shards)
+        self.wait_active(name)
+
+    def wait_active(self, name: str, timeout_s: float = 30) -> None:
+        """Until the stream takes writes again (after a creation, split or merge)."""
+        client, deadline = self.client(), time.monotonic() + timeout_s
+        while client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"stream {name} did not become ACTIVE in {timeout_s:g}s")
+            time.sleep(0.05)
+
+    def produce(self, stream: str, records: Iterable[tuple[bytes, bytes]]) -> list[str]:
+        """records: (partition key, data), routed by Kinesis (MD5 of the key over the hash key
+        ranges); the shard of each record, in order. PutRecords batches of up to 500; a batch
+        that fails in part raises (a retry of its failed records would reorder their keys)."""
+        client, shards, batch = self.client(), [], list(records)
+        for i in range(0, len(batch), 500):
+            entries = [{"PartitionKey": key.decode(), "Data": data} for key, data in batch[i:i + 500]]
+            answer = client.put_records(StreamName=stream, Records=entries)
+            if answer.get("FailedRecordCount"):
+                raise RuntimeError(f"{answer['FailedRecordCount']} records of a PutRecords batch failed")
+            shards += [r["ShardId"] for r in answer["Records"]]
+        return shards
 
 
 class EmbeddedSparkCluster(_Process):

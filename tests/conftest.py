@@ -7,7 +7,13 @@ import uuid
 import pytest
 from hypothesis import settings
 
-from tests.servers import Broker, RedisServer
+from tests.servers import Broker, Kinesis, RedisServer
+
+# The emulator's credentials for boto3's chain, set before any Spark session starts: Spark's Python
+# workers inherit the environment the JVM was started with.
+for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local"),
+                      ("AWS_DEFAULT_REGION", "us-east-1")):
+    os.environ.setdefault(_name, _value)
 
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
@@ -44,6 +50,19 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kinesis():
+    """One Kinesis emulator for the session; tests keep apart by stream name (see `stream`)."""
+    server = Kinesis().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stream() -> str:
+    return f"stream-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture

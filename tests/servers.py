@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autosizer.embedded import EmbeddedBroker, EmbeddedRedis, free_port
+from autosizer.embedded import EmbeddedBroker, EmbeddedKinesis, EmbeddedRedis, free_port
 
-__all__ = ["RedisServer", "Broker", "free_port"]
+__all__ = ["RedisServer", "Broker", "Kinesis", "free_port"]
 
 
 class RedisServer(EmbeddedRedis):
@@ -15,3 +15,4 @@ class RedisServer(EmbeddedRedis):
 
 
 Broker = EmbeddedBroker
+Kinesis = EmbeddedKinesis

@@ -179,10 +179,13 @@ class Checkpoints:
         offsets: np.ndarray,
         key_hashes: np.ndarray,
     ) -> np.ndarray:
-        """Vectorized `accepts` over one partition's messages (offsets and uint64 key hashes)."""
+        """Vectorized `accepts` over one partition's messages (offsets and uint64 key hashes).
+        Offsets are int64, or Python ints in an object array when positions outgrow 64 bits
+        (Kinesis sequence numbers)."""
         task = self.layout.task(task_name)
         hashes = np.asarray(key_hashes, dtype=np.uint64)
-        offsets = np.asarray(offsets, dtype=np.int64)
+        wide = np.asarray(offsets).dtype == object
+        offsets = np.asarray(offsets, dtype=object if wide else np.int64)
         if (topic, partition) not in task.partitions or (
             topic,
             partition,
@@ -192,12 +195,13 @@ class Checkpoints:
         progress = self._progress[task_name][(topic, partition)]
         if progress.next is None and not progress.marks:
             return mine
-        floor = np.full(len(offsets), -1 if progress.next is None else progress.next, np.int64)
+        floor = np.full(len(offsets), -1 if progress.next is None else progress.next,
+                        object if wide else np.int64)
         if progress.marks:
             residues = hashes & np.uint64(progress.modulus - 1)
             for residue, mark in progress.marks.items():
                 floor[residues == np.uint64(residue)] = mark
-        return mine & (offsets >= floor)
+        return mine & (offsets >= floor).astype(bool)
 
     # --- progress ------------------------------------------------------------------------------
 
@@ -248,8 +252,9 @@ class Checkpoints:
 
         Exactly once: every key's position is carried to the one new task that owns it; a split
         copies it, a merge keeps each child's position as a finer mark over the minimum.
-        Partitions added by an expansion start at offset 0 behind their barrier; topics new to
-        the layout start at the source's default.
+        Partitions added by an expansion start at offset 0 behind their barrier, so do Kinesis
+        child shards (position 0: the shard's start); topics new to the layout start at the
+        source's default. Retired shards leave with their progress.
         """
         if new_layout.generation <= self.layout.generation:
             raise ValueError(
@@ -267,7 +272,10 @@ class Checkpoints:
             for tp in task.partitions:
                 olds = by_partition.get(tp)
                 if olds is None:
-                    start = 0 if new_layout.barrier(*tp) is not None else None
+                    # an expansion child behind its barrier, or an adopted Kinesis child shard,
+                    # is read from its first record; a topic new to the layout from the default
+                    adopted = new_layout.source == "kinesis"
+                    start = 0 if adopted or new_layout.barrier(*tp) is not None else None
                     entries[tp] = Progress(start, factor)
                 elif factor >= old_factor:
                     parent = olds[task.bucket % old_factor]

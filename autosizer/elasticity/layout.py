@@ -1,14 +1,18 @@
 """The layout (Samza's job model): which virtual tasks exist and what each one reads.
 
-A layout is immutable. Every change (`with_factor`, `with_partitions`) returns the next generation,
-and the generation fences checkpoint commits, so a pipeline still running an old layout cannot
-overwrite the new one's progress.
+A layout is immutable. Every change (`with_factor`, `with_partitions`, `with_shards`) returns the
+next generation, and the generation fences checkpoint commits, so a pipeline still running an old
+layout cannot overwrite the new one's progress.
+
+A Kinesis layout (`source="kinesis"`) holds one stream whose partitions are its shards by number.
+Shards split and merge, so its partitions are every number below the count except the `retired`
+ones (closed and fully processed), and `parents` records each adopted child's lineage.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -16,8 +20,9 @@ from typing import Any
 from autosizer.elasticity.factor import validate_factor
 from autosizer.elasticity.groupers import GROUPERS
 
-LAYOUT_FORMAT = 2
+LAYOUT_FORMAT = 3
 TopicPartition = tuple[str, int]
+SOURCES = ("kafka", "kinesis")
 
 
 @dataclass(frozen=True)
@@ -60,9 +65,23 @@ class Layout:
     generation: int = 1
     initial_partitions: Mapping[str, int] | None = None
     barriers: tuple[Barrier, ...] = field(default=())
+    source: str = "kafka"
+    retired: frozenset[TopicPartition] = field(default=frozenset())
+    parents: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         topics = _validate_counts(self.topics, "topics")
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown layout source {self.source!r}: use kafka or kinesis")
+        object.__setattr__(self, "retired", frozenset((t, int(p)) for t, p in self.retired))
+        if self.source == "kinesis":
+            self._validate_shards(topics)
+            object.__setattr__(self, "topics", topics)
+            object.__setattr__(self, "initial_partitions", dict(topics))
+            self._validate_common()
+            return
+        if self.retired or self.parents:
+            raise ValueError("retired partitions and lineage belong to a Kinesis layout (source='kinesis')")
         initial = _validate_counts(
             self.initial_partitions if self.initial_partitions is not None else topics,
             "initial_partitions",
@@ -78,6 +97,23 @@ class Layout:
                     f"topic {topic!r} has {count} partitions, which is not a multiple of its "
                     f"initial {initial[topic]}: partitions may only be multiplied"
                 )
+        object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "initial_partitions", initial)
+        self._validate_common()
+
+    def _validate_shards(self, topics: Mapping[str, int]) -> None:
+        if len(topics) != 1:
+            raise ValueError(f"a Kinesis layout holds one stream, not {sorted(topics)}: one job per stream")
+        if self.grouper == "fixed":
+            raise ValueError("the fixed grouper keys on Kafka's partition multiples: use partition "
+                             "or topic-partition for a Kinesis stream")
+        ((stream, count),) = topics.items()
+        if any(t != stream or not 0 <= p < count for t, p in self.retired):
+            raise ValueError(f"retired shards must be shards of {stream} below {count}: {sorted(self.retired)}")
+        if len(self.retired) >= count:
+            raise ValueError(f"every shard of {stream} is retired: a stream always has an open shard")
+
+    def _validate_common(self) -> None:
         validate_factor(self.factor)
         if self.grouper not in GROUPERS:
             raise ValueError(
@@ -87,9 +123,9 @@ class Layout:
             raise ValueError(f"generation must be an integer >= 1, not {self.generation!r}")
         if self.generation < 1:
             raise ValueError(f"generation must be an integer >= 1, not {self.generation!r}")
-        object.__setattr__(self, "topics", topics)
-        object.__setattr__(self, "initial_partitions", initial)
         object.__setattr__(self, "barriers", tuple(self.barriers))
+        object.__setattr__(self, "parents", {(t, int(p)): tuple(int(x) for x in ps)
+                                             for (t, p), ps in dict(self.parents).items()})
 
     # --- virtual tasks -------------------------------------------------------------------------
 
@@ -97,7 +133,8 @@ class Layout:
     def _tasks(self) -> dict[str, VirtualTask]:
         groups = GROUPERS[self.grouper](self.topics, self.initial_partitions or self.topics)
         tasks: dict[str, VirtualTask] = {}
-        for base, partitions in groups:
+        for base, members in groups:
+            partitions = members - self.retired
             if not partitions:
                 continue
             for bucket in range(self.factor):
@@ -133,7 +170,8 @@ class Layout:
 
     def partitions(self) -> list[TopicPartition]:
         """Every (topic, partition) of the layout, sorted."""
-        return [(t, p) for t in sorted(self.topics) for p in range(self.topics[t])]
+        return [(t, p) for t in sorted(self.topics) for p in range(self.topics[t])
+                if (t, p) not in self.retired]
 
     def readers(self, topic: str, partition: int) -> tuple[VirtualTask, ...]:
         """The virtual tasks that read one partition, indexed by bucket."""
@@ -166,6 +204,8 @@ class Layout:
         `barriers` maps a parent partition to its end offset when the expansion was adopted;
         children of a parent left out wait until `resolve_barriers` supplies it.
         """
+        if self.source != "kafka":
+            raise ValueError("a Kinesis stream re-shards (with_shards); partition expansion is Kafka's")
         new_topics = dict(self.topics)
         added: list[Barrier] = []
         for topic, count in counts.items():
@@ -193,6 +233,18 @@ class Layout:
             barriers=self.barriers + tuple(added),
         )
 
+    def with_shards(self, stream: str, adopted: Mapping[int, tuple[int, ...]], retired: Iterable[int]) -> Layout:
+        """The next generation of a Kinesis layout after a re-shard: `adopted` children (with
+        their parents) join, `retired` shards (closed and fully processed) leave."""
+        if self.source != "kinesis" or stream not in self.topics:
+            raise ValueError(f"with_shards needs the Kinesis layout of stream {stream!r}")
+        count = max([self.topics[stream], *(i + 1 for i in adopted)])
+        return replace(
+            self, topics={stream: count}, generation=self.generation + 1,
+            retired=self.retired | {(stream, i) for i in retired},
+            parents={**self.parents, **{(stream, i): tuple(ps) for i, ps in adopted.items()}},
+        )
+
     def resolve_barriers(self, offsets: Mapping[TopicPartition, int]) -> Layout:
         """The same generation with unresolved barriers filled from parents' end offsets.
 
@@ -211,9 +263,16 @@ class Layout:
 
     def to_json(self) -> str:
         """Versioned JSON; `from_json` also reads layouts written without buckets."""
+        shards = {} if self.source == "kafka" else {
+            "source": self.source,
+            "retired": sorted([t, p] for t, p in self.retired),
+            "parents": [[t, p, list(ps)] for (t, p), ps in sorted(self.parents.items())],
+        }
         return json.dumps(
             {
-                "format": LAYOUT_FORMAT,
+                # a Kafka layout stays format 2, so an autosizer one version older still reads it
+                "format": LAYOUT_FORMAT if shards else 2,
+                **shards,
                 "generation": self.generation,
                 "factor": self.factor,
                 "grouper": self.grouper,
@@ -250,6 +309,9 @@ class Layout:
             generation=data.get("generation", 1),
             initial_partitions=data.get("initial_partitions") or None,
             barriers=tuple(Barrier(**b) for b in data.get("barriers", ())),
+            source=data.get("source", "kafka"),
+            retired=frozenset((t, p) for t, p in data.get("retired", ())),
+            parents={(t, p): tuple(ps) for t, p, ps in data.get("parents", ())},
         )
 
 

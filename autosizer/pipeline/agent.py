@@ -39,6 +39,7 @@ from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration
 from autosizer.elasticity.topology import Topology
 from autosizer.embedded import free_port
+from autosizer.pipeline import kinesis_source
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
@@ -52,7 +53,8 @@ log = structlog.get_logger(__name__)
 PROGRESS_SCHEMA = pa.schema(
     [
         ("task", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-        ("next_offset", pa.int64()), ("records", pa.int64()), ("outputs", pa.int64()),
+        # next_offset in decimal: a Kinesis sequence number outgrows int64
+        ("next_offset", pa.string()), ("records", pa.int64()), ("outputs", pa.int64()),
         ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
         ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()), ("owned", pa.int64()),
         ("pending", pa.int64()), ("read", pa.int64()), ("slot_records", pa.int64()),
@@ -87,6 +89,15 @@ class PipelineConfig:
     redis_outage_s: float = 60.0  # ride through a Redis outage this long, then fail
     drain_wait_s: float = 300.0  # a drain waits this long for the in-flight batch
     kafka_timeout_ms: int = 5000
+    # "kafka" (topics on `bootstrap`) or "kinesis" (streams; a shard is a partition), read at
+    # `kinesis_endpoint` (default: AWS) in `kinesis_region`, credentials from boto3's chain
+    source: str = "kafka"
+    kinesis_endpoint: str | None = None
+    kinesis_region: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in ("kafka", "kinesis"):
+            raise ValueError(f"source must be kafka or kinesis, not {self.source!r}")
 
 
 def summarize_error(text: str) -> str:
@@ -166,10 +177,13 @@ class PipelineAgent:
         self._committed_batch = 0  # of the running generation; read from Redis at each start
         self.failure: BaseException | None = None
         self.batches = 0
-        self._group = Consumer({"bootstrap.servers": config.bootstrap,
-                                "group.id": config.consumer_group or config.job,
-                                "enable.auto.commit": False, "log_level": 0})
+        self.kinesis = config.source == "kinesis"
+        # Kafka only: the job's consumer group, where lag tools read its progress
+        self._group = None if self.kinesis else Consumer({
+            "bootstrap.servers": config.bootstrap, "group.id": config.consumer_group or config.job,
+            "enable.auto.commit": False, "log_level": 0})
         register(spark)
+        kinesis_source.register(spark)
         self.metrics = PipelineMetrics(config.job)
         self.metrics_port: int | None = None
         if config.metrics_port is not None:
@@ -185,7 +199,7 @@ class PipelineAgent:
         self._drained_at: tuple[float, int] | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._starts = 0  # start_query calls: the read plan's epoch (kafka_source.EPOCH)
-        self._resolver: KafkaOffsets | None = None  # startpoints and defaults, in start_query
+        self._resolver: Any = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
         self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
         self._reported_topology = False
@@ -266,11 +280,12 @@ class PipelineAgent:
         oldest unprocessed record. The interval is jittered by up to half: a probe as regular
         as the trigger (both 1 s by default) reads the same moment of every batch cycle, so the
         age it reports stays near that moment's, low or high, for minutes."""
-        probe = KafkaOffsets(self.config.bootstrap)
+        probe = self._new_resolver()
+        once = self._probe_kinesis_once if self.kinesis else self._probe_once
         try:
             while not stop.wait(self.config.lag_probe_seconds * random.uniform(0.5, 1.5)):
                 try:
-                    self._probe_once(probe)
+                    once(probe)
                 except Exception as exc:  # lag just goes stale
                     log.warning("lag_probe.failed", job=self.config.job, error=str(exc))
         finally:
@@ -291,6 +306,21 @@ class PipelineAgent:
         ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
         self.metrics.observe_lag(marks, ages)
         self._report_topology(probe, marks, int(now))
+
+    def _probe_kinesis_once(self, probe: kinesis_source.KinesisPositions) -> None:
+        """Kinesis counts no records, so its lag is an age only: that of the record at each
+        shard's slowest task (none there: caught up)."""
+        with self._cp_lock:
+            if self.layout is None or self.checkpoints is None:
+                return
+            lowest = self.checkpoints.start_offsets()
+        now = time.time() * 1000
+        ages = {}
+        for (stream, shard), start in lowest.items():
+            if start is not None:
+                stamp = probe.timestamp_at(stream, shard, start)
+                ages[(stream, shard)] = 0.0 if stamp is None else max(0.0, (now - stamp) / 1000)
+        self.metrics.observe_lag({}, ages)
 
     def _report_topology(self, probe: KafkaOffsets, ends: dict[tuple[str, int], int], now_ms: int) -> None:
         """While a topic's partition count on the broker differs from the layout's, say so in
@@ -365,6 +395,32 @@ class PipelineAgent:
         return self.query is not None and self.query.isActive and shape == self._query_shape
 
     def _new_query(self, layout: Layout, starts: dict, shape: tuple) -> None:
+        reader = self._kinesis_reader(layout, shape) if self.kinesis else self._kafka_reader(layout, starts, shape)
+        self.query = (
+            reader.load().writeStream.foreachBatch(self._on_batch)
+            .trigger(processingTime=f"{int(self.config.trigger_seconds * 1000)} milliseconds")
+            .option("checkpointLocation", tempfile.mkdtemp(prefix="autosizer-spark-"))
+            .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
+            .start()
+        )
+        self._query_shape = shape
+
+    def _kinesis_reader(self, layout: Layout, shape: tuple) -> Any:
+        if len(layout.topics) != 1:
+            raise ValueError(f"a Kinesis job reads one stream, and the layout has {sorted(layout.topics)}: "
+                             "run one job per stream")
+        (stream,) = layout.topics
+        reader = (
+            self.spark.readStream.format("autosizer-kinesis").option("stream", stream)
+            .option("slots", shape[1]).option("pauseFile", self._pause_file)
+            .option("planFile", self._plan_file)
+        )
+        for name, value in (("endpoint", self.config.kinesis_endpoint), ("region", self.config.kinesis_region)):
+            if value:
+                reader = reader.option(name, value)
+        return reader
+
+    def _kafka_reader(self, layout: Layout, starts: dict, shape: tuple) -> Any:
         reader = (
             self.spark.readStream.format("autosizer-kafka")
             .option("kafka.bootstrap.servers", self.config.bootstrap)
@@ -379,14 +435,7 @@ class PipelineAgent:
         )
         if self.config.max_records_per_batch:
             reader = reader.option("maxRecordsPerBatch", str(self.config.max_records_per_batch))
-        self.query = (
-            reader.load().writeStream.foreachBatch(self._on_batch)
-            .trigger(processingTime=f"{int(self.config.trigger_seconds * 1000)} milliseconds")
-            .option("checkpointLocation", tempfile.mkdtemp(prefix="autosizer-spark-"))
-            .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
-            .start()
-        )
-        self._query_shape = shape
+        return reader
 
     def _write_plan(self, layout: Layout, cp: Checkpoints) -> None:
         """Where the next batch reads each partition; expansion children behind their barrier are
@@ -397,9 +446,14 @@ class PipelineAgent:
         write_plan(self._plan_file, {EPOCH: self._starts, **{
             offset_key(*tp): {"start": p.start, "span": p.span} for tp, p in plan.items()}})
 
-    def _offsets(self) -> KafkaOffsets:
-        self._resolver = self._resolver or KafkaOffsets(self.config.bootstrap)
+    def _offsets(self) -> Any:
+        self._resolver = self._resolver or self._new_resolver()
         return self._resolver
+
+    def _new_resolver(self) -> Any:
+        if self.kinesis:
+            return kinesis_source.KinesisPositions(self.config.kinesis_endpoint, self.config.kinesis_region)
+        return KafkaOffsets(self.config.bootstrap)
 
     def drain(self) -> None:
         """Pause once the in-flight batch has committed; report stopped@<generation>.
@@ -438,7 +492,7 @@ class PipelineAgent:
         self._pause()
         self.query.stop()
 
-    def _apply_startpoints(self, layout: Layout, cp: Checkpoints, resolver: KafkaOffsets) -> bool:
+    def _apply_startpoints(self, layout: Layout, cp: Checkpoints, resolver: Any) -> bool:
         fanned = self.store.fan_out_startpoints(layout)
         for key, startpoint in fanned.startpoints.items():
             pinned: Startpoint = startpoint.resolve(key.topic, key.partition, resolver)
@@ -500,7 +554,7 @@ class PipelineAgent:
             sink.write(generation, batch, slot_id, result.outputs)
             yield pa.RecordBatch.from_pylist(
                 [{"task": p.task, "topic": p.topic, "partition": p.partition,
-                  "next_offset": p.next_offset, "records": p.records, "outputs": p.outputs,
+                  "next_offset": str(p.next_offset), "records": p.records, "outputs": p.outputs,
                   "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
                   "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
                   "pending": p.pending, "read": p.read, "slot_records": result.records,
@@ -520,10 +574,10 @@ class PipelineAgent:
             wall_ns[row["task"]] = row["wall_ns"]
             slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9)
             with self._cp_lock:
-                cp.advance(row["task"], row["topic"], row["partition"], row["next_offset"])
+                cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]))
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
-                                         row["next_offset"], row["records"], row["outputs"],
+                                         int(row["next_offset"]), row["records"], row["outputs"],
                                          row["process_ns"], tuple(row["histogram"] or ()),
                                          row["busy_ns"], row["owned"], row["pending"], row["read"],
                                          tuple(row["hottest"] or ())))
@@ -547,6 +601,8 @@ class PipelineAgent:
     def _publish_group_offsets(self, cp: Checkpoints) -> None:
         """Per partition, the lowest next offset of its virtual tasks, committed to the job's
         consumer group: Burrow, kafka-exporter and KEDA then see the real lag."""
+        if self._group is None:
+            return
         offsets = [TopicPartition(t, p, o) for (t, p), o in cp.start_offsets().items() if o is not None]
         if offsets:
             try:
@@ -555,7 +611,8 @@ class PipelineAgent:
                 log.warning("consumer_group.commit_failed", job=self.config.job, error=str(exc))
 
     def close(self) -> None:
-        self._group.close()
+        if self._group is not None:
+            self._group.close()
         if self._resolver is not None:
             self._resolver.close()
 

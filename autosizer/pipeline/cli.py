@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", required=True, help="package.module:function called per record")
     parser.add_argument("--bootstrap", default=os.environ.get("AUTOSIZER_BOOTSTRAP"),
                         help="Kafka bootstrap servers; env AUTOSIZER_BOOTSTRAP")
+    parser.add_argument("--source", choices=["kafka", "kinesis"], default="kafka",
+                        help="kafka (topics on --bootstrap) or kinesis (the layout's stream; a shard "
+                             "is a partition; credentials from boto3's chain)")
+    parser.add_argument("--kinesis-endpoint", default=os.environ.get("AUTOSIZER_KINESIS_ENDPOINT"),
+                        help="Kinesis endpoint URL (default: AWS's); env AUTOSIZER_KINESIS_ENDPOINT")
+    parser.add_argument("--region", default=os.environ.get("AWS_REGION"),
+                        help="AWS region of the stream (default: boto3's); env AWS_REGION")
     parser.add_argument("--sink", required=True, help="file:/dir (exactly once) or kafka:TOPIC")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"),
                         help="Spark master (default local[*]; spark://host:7077 for standalone)")
@@ -98,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if not args.bootstrap:
+    if not args.bootstrap and (args.source == "kafka" or args.sink.startswith("kafka:")):
         raise AppError("no broker given: pass --bootstrap HOST:PORT or set AUTOSIZER_BOOTSTRAP")
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
@@ -108,7 +115,7 @@ def run(args: argparse.Namespace) -> None:
     configure_logging(level=args.log_level, json=args.json_logs)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     process = load_app(args.app)
-    sink = make_sink(args.sink, args.bootstrap)
+    sink = make_sink(args.sink, args.bootstrap or "")
 
     from pyspark.sql import SparkSession
 
@@ -122,11 +129,12 @@ def run(args: argparse.Namespace) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
-        job=args.job, redis_url=args.redis, bootstrap=args.bootstrap, trigger_seconds=args.trigger,
+        job=args.job, redis_url=args.redis, bootstrap=args.bootstrap or "", trigger_seconds=args.trigger,
         batch_seconds=args.batch_seconds, run_ahead=args.run_ahead,
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
+        source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)
     stop = threading.Event()

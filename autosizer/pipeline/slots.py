@@ -223,12 +223,11 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
     for (topic, partition), rows in groups.items():
         if (topic, partition) not in known or (topic, partition) in blocked:
             continue  # not in this layout (yet), or waiting behind a barrier: not advanced
-        records = table.take(pa.array(rows)).sort_by("offset")
-        offsets = records.column("offset").to_numpy()
+        records, offsets = _in_offset_order(table.take(pa.array(rows)))
         hashes = (
             records.column("h").to_numpy().astype(np.uint64)
             if "h" in records.column_names
-            else key_hashes(records.column("key"), offsets)
+            else key_hashes(records.column("key"), _low_bits(offsets))
         )
         residues = np.bincount((hashes & np.uint64(MAX_FACTOR - 1)).astype(np.int64),
                                minlength=MAX_FACTOR)
@@ -246,6 +245,26 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
     return work, progress
 
 
+def _in_offset_order(records: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """One partition's records sorted by position, and the positions: int64 (Kafka offsets), or
+    Python ints parsed from decimal text (Kinesis sequence numbers, up to 56 digits)."""
+    column = records.column("offset")
+    if pa.types.is_integer(column.type):
+        records = records.sort_by("offset")
+        return records, records.column("offset").to_numpy()
+    positions = np.array([int(v) for v in column.to_pylist()], dtype=object)
+    order = np.argsort(positions, kind="stable")
+    return records.take(pa.array(order)), positions[order]
+
+
+def _low_bits(offsets: np.ndarray) -> np.ndarray:
+    """Positions as int64 for hashing a null key by its record: a wide position's low 63 bits
+    (still one fixed value per record)."""
+    if offsets.dtype != object:
+        return offsets
+    return np.array([int(o) & (2**63 - 1) for o in offsets], dtype=np.int64)
+
+
 def busiest_buckets(residues: np.ndarray) -> tuple[int, ...]:
     """Per factor in FACTORS, the records of the busiest bucket, from counts per residue of
     `h mod MAX_FACTOR` (bucket b at factor f holds the residues r with r mod f == b)."""
@@ -260,7 +279,7 @@ def _run_chunk(name: str, item: _Work, process: ProcessFn, deadline: Deadline, d
     for row in rows:
         if deadline.expired(name, done):
             return done, True
-        record = Record(row["key"], row["value"], stats.topic, stats.partition, row["offset"],
+        record = Record(row["key"], row["value"], stats.topic, stats.partition, int(row["offset"]),
                         row["timestamp"])
         t0 = time.perf_counter_ns()
         produced = normalize_outputs(process(record))
@@ -280,5 +299,5 @@ def _stop_at_deadline(queue: list[_Work]) -> None:
     all of the task's messages below it are done (processed, or skipped as already done)."""
     for item in queue:
         if item.left:
-            item.stats.next_offset = item.records.column("offset")[item.done].as_py()
+            item.stats.next_offset = int(item.records.column("offset")[item.done].as_py())
             item.stats.pending = item.left

@@ -104,6 +104,23 @@ def test_accept_mask_matches_accepts():
         assert mask.tolist() == expected
 
 
+def test_accept_mask_takes_positions_past_64_bits_kinesis_sequence_numbers():
+    """The same marks, shifted past int64 as Kinesis sequence numbers are: the same answers."""
+    base = 49680501210742014425489285105919902383745293300178878466
+    layout = Layout(topics={"orders": 1}, factor=8)
+    narrow, wide = Checkpoints.initial(layout), Checkpoints.initial(layout)
+    for task in layout.virtual_tasks():
+        narrow.advance(task.name, "orders", 0, 10 * task.bucket)
+        wide.advance(task.name, "orders", 0, base + 10 * task.bucket)
+    narrow, wide = narrow.migrate(layout.with_factor(2)), wide.migrate(layout.with_factor(2))
+    offsets = np.random.default_rng(2).integers(0, 100, 500)
+    hashes = np.array([key_hash(bytes([i % 251, i // 251]), 0) for i in range(500)], dtype=np.uint64)
+    shifted = np.array([base + int(o) for o in offsets], dtype=object)
+    for task in wide.layout.virtual_tasks():
+        expected = narrow.accept_mask(task.name, "orders", 0, offsets, hashes)
+        assert wide.accept_mask(task.name, "orders", 0, shifted, hashes).tolist() == expected.tolist()
+
+
 def test_expansion_children_wait_for_their_parent_barrier():
     layout = Layout(topics={"orders": 2}, factor=2, grouper="fixed")
     cp = Checkpoints.from_partition_offsets(layout, {("orders", 0): 0, ("orders", 1): 0})

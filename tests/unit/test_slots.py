@@ -127,6 +127,27 @@ def test_a_task_cut_by_the_deadline_resumes_at_its_first_unprocessed_record():
     assert len(result.outputs) == len(done_heavy) + 5 == result.records
 
 
+def test_kinesis_sequence_numbers_are_ordered_as_numbers_and_cut_past_64_bits():
+    """Decimal text of different lengths, out of order: processed in numeric order, and a task
+    cut at its deadline resumes at its first unprocessed sequence number."""
+    from autosizer.pipeline.kinesis_source import ARROW_SCHEMA as KINESIS_SCHEMA
+
+    layout = Layout(topics={"clicks": 1}, factor=2)
+    keys = keys_in_buckets(2, 1)
+    heavy = "Partition_0-0-2"
+    numbers = [9 * 10**18 + i * 10**20 for i in range(12)]  # from below 2^63 to far past it
+    rows = [(keys[0][0], b"%d" % i, "clicks", 0, str(n)) for i, n in enumerate(numbers)][::-1]
+    table = pa.Table.from_pylist(
+        [dict(zip(("key", "value", "topic", "partition", "offset"), r, strict=True)) | {"timestamp": None}
+         for r in rows], schema=KINESIS_SCHEMA)
+    seen = []
+    result = run_slot(table, Checkpoints.initial(layout), lambda r: seen.append(r.offset),
+                      RecordBudget({heavy: 7}))
+    assert seen == numbers[:7]
+    (progress,) = [p for p in result.progress if p.task == heavy]
+    assert progress.next_offset == numbers[7] and progress.pending == 5
+
+
 def test_a_wall_deadline_still_processes_one_record_per_task():
     layout = Layout(topics={"orders": 1}, factor=1)
     rows = [(b"k", b"x", "orders", 0, o) for o in range(5)]

@@ -1,0 +1,61 @@
+"""Re-sharding (seed 003): which Kinesis shards join a layout and which leave it. Pure.
+
+A child shard's keys had their older records in its parents, so a child is adopted only once every
+parent is retired: closed (Kinesis writes no more to it) and finished (no record at or past the
+slowest task's position), i.e. every virtual task that read it has processed all its records. A
+split's two children join together; a merge's child waits for both parents. A shard of the layout
+that Kinesis no longer lists (past the stream's retention) leaves too: there is nothing left to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from autosizer.elasticity.layout import Layout
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard as ListShards reports it: its number, its parents' numbers, and whether it is
+    closed (it has an ending sequence number: a split or merge made it a parent)."""
+
+    index: int
+    parents: tuple[int, ...] = ()
+    closed: bool = False
+
+
+@dataclass(frozen=True)
+class Reshard:
+    """Shards that join the layout (with their parents) and shards that leave it."""
+
+    adopted: dict[int, tuple[int, ...]]
+    retired: frozenset[int]
+
+    def describe(self) -> str:
+        joined = ", ".join(f"{i} (from {'+'.join(map(str, ps)) or 'none'})" for i, ps in sorted(self.adopted.items()))
+        return f"adopt [{joined}], retire {sorted(self.retired)}"
+
+
+def reshard(layout: Layout, listed: Iterable[Shard], finished: Iterable[int]) -> Reshard | None:
+    """What the next generation changes, or None. `finished`: shards of the layout with no record
+    at or past their slowest task's position (only closed ones can stay so)."""
+    ((stream, _),) = layout.topics.items()
+    shards = {s.index: s for s in listed}
+    live = {p for _, p in layout.partitions()}
+    done = set(finished)
+    leaving = {i for i in live if i not in shards or (shards[i].closed and i in done)}
+    gone = {p for _, p in layout.retired} | leaving
+    joining = {s.index: s.parents for s in shards.values()
+               if s.index not in live and s.index not in gone and all(p in gone for p in s.parents)}
+    if not leaving and not joining:
+        return None
+    if not (live - leaving) and not joining:
+        return None  # a stream keeps an open shard: its child is not listed yet
+    return Reshard(joining, frozenset(leaving))
+
+
+def apply(layout: Layout, change: Reshard) -> Layout:
+    """The next generation of `layout` under `change`."""
+    ((stream, _),) = layout.topics.items()
+    return layout.with_shards(stream, change.adopted, change.retired)

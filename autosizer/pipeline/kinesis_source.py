@@ -1,0 +1,325 @@
+"""`autosizer-kinesis`: a Kinesis source on PySpark's Python Data Source API, over boto3.
+
+A shard is a partition: `shardId-000000000007` of stream `clicks` is `clicks/7`, so the layout,
+the buckets, the checkpoints and the read plan are the Kafka pipeline's own. Positions are
+sequence numbers (ordered within a shard, up to 56 digits: Python ints, sent to Spark and in
+Arrow as decimal text). A task's position is, as with Kafka, the first sequence number it has not
+processed: a record's own (a task cut at its deadline) or the last processed one plus one. The
+read plan always exists (the agent writes it before the query starts); a batch reads each planned
+shard from its `start` up to `span` records, whatever is there. Kinesis has no high watermark, so
+the driver asks each planned shard for one record past its start (two calls per shard and trigger)
+to tell Spark whether a batch has anything to read.
+
+Options:
+  stream              required: the stream's name
+  endpoint            the Kinesis endpoint URL (default: boto3's, i.e. AWS); credentials and
+                      region come from boto3's usual chain (environment, profile, role)
+  region              AWS region (default: boto3's)
+  slots, pauseFile, planFile   as `autosizer-kafka`
+  kinesis.timeoutMs   how long a read may wait for a shard before the batch fails (default 30000)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    CaseInsensitiveDict,
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
+from pyspark.sql.types import StructType
+
+from autosizer.pipeline.kafka_source import EPOCH, parse_offset_key, read_plan
+
+SCHEMA = "key binary, value binary, topic string, partition int, offset string, timestamp timestamp"
+ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.string()),  # the sequence number, in decimal
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+MISSING = ("ResourceNotFoundException", "InvalidArgumentException")  # no record at that number
+LOOKBACK_S = (10, 300, 3600, 86400)  # how far back `upcoming` looks for a shard's last record
+
+
+class KinesisUnavailable(RuntimeError):
+    """Kinesis did not deliver a shard's records in time; nothing was committed."""
+
+
+def shard_id(index: int) -> str:
+    return f"shardId-{index:012d}"
+
+
+def shard_index(shard: str) -> int:
+    """`shardId-000000000007` -> 7: Kinesis numbers a stream's shards once, children after
+    parents, so the number is a stable partition index."""
+    prefix, _, number = shard.rpartition("-")
+    if prefix != "shardId" or not number.isdigit():
+        raise ValueError(f"not a Kinesis shard id: {shard!r}")
+    return int(number)
+
+
+def kinesis_client(endpoint: str | None = None, region: str | None = None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("kinesis", endpoint_url=endpoint or None, region_name=region or None,
+                        config=Config(retries={"max_attempts": 5, "mode": "standard"}))
+
+
+@dataclass(frozen=True)
+class ShardRead:
+    """The records of one shard in one micro-batch: from `start`, at most `span` of them."""
+
+    stream: str
+    shard: int
+    start: int
+    span: int
+
+
+class ShardReader:
+    """Shard iterators from positions, and records from iterators: the calls the driver (peek,
+    startpoints) and the executors (reads) both make."""
+
+    def __init__(self, client: Any, stream: str):
+        self.client, self.stream = client, stream
+        self._starting: dict[int, int] = {}
+
+    def starting(self, shard: int) -> int:
+        """The shard's StartingSequenceNumber: no record of the shard is below it."""
+        if shard not in self._starting:
+            pages, token = [], None
+            while True:
+                page = (self.client.list_shards(NextToken=token) if token
+                        else self.client.list_shards(StreamName=self.stream))
+                pages += page["Shards"]
+                token = page.get("NextToken")
+                if not token:
+                    break
+            for s in pages:
+                self._starting[shard_index(s["ShardId"])] = int(s["SequenceNumberRange"]["StartingSequenceNumber"])
+            if shard not in self._starting:
+                raise ValueError(f"stream {self.stream!r} has no shard {shard_id(shard)}")
+        return self._starting[shard]
+
+    def iterator(self, shard: int, position: int) -> str:
+        """An iterator whose first record is the first one at or after `position` (a record's
+        own number, or the last read one plus one), or at the shard's oldest record."""
+        args = {"StreamName": self.stream, "ShardId": shard_id(shard)}
+        if position > self.starting(shard):
+            for kind, number in (("AFTER_SEQUENCE_NUMBER", position - 1), ("AT_SEQUENCE_NUMBER", position)):
+                try:
+                    return self.client.get_shard_iterator(
+                        **args, ShardIteratorType=kind, StartingSequenceNumber=str(number))["ShardIterator"]
+                except self.client.exceptions.ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") not in MISSING:
+                        raise
+        # at the shard's start, or both neighbours trimmed by retention: the oldest record kept
+        return self.client.get_shard_iterator(**args, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+
+    def at_timestamp(self, shard: int, epoch_s: float) -> str:
+        return self.client.get_shard_iterator(
+            StreamName=self.stream, ShardId=shard_id(shard), ShardIteratorType="AT_TIMESTAMP",
+            Timestamp=datetime.fromtimestamp(epoch_s, UTC))["ShardIterator"]
+
+    def records(self, iterator: str | None, limit: int, position: int = 0, timeout_s: float = 30.0,
+                shard: int = -1) -> Iterator[dict]:
+        """Up to `limit` records at or after `position` from `iterator`, until the shard has no
+        more (caught up, or closed)."""
+        deadline = time.monotonic() + timeout_s
+        left = limit
+        while iterator and left > 0:
+            page = self.client.get_records(ShardIterator=iterator, Limit=min(10_000, left))
+            for record in page["Records"]:
+                if int(record["SequenceNumber"]) >= position and left > 0:
+                    left -= 1
+                    yield record
+            iterator = page.get("NextShardIterator")
+            if not page["Records"]:
+                if page.get("MillisBehindLatest", 0) == 0:
+                    return  # caught up
+                if time.monotonic() > deadline:
+                    raise KinesisUnavailable(
+                        f"{self.stream}/{shard_id(shard)}: no records for {timeout_s:.0f}s while "
+                        f"{page['MillisBehindLatest']} ms behind: check the Kinesis endpoint")
+            else:
+                deadline = time.monotonic() + timeout_s
+
+    def first_at(self, shard: int, position: int) -> int | None:
+        """The sequence number of the first record at or after `position`, or None."""
+        for record in self.records(self.iterator(shard, position), 1, position, shard=shard):
+            return int(record["SequenceNumber"])
+        return None
+
+
+class KinesisPositions:
+    """Startpoints and source defaults as positions (the elasticity OffsetResolver): oldest is
+    the shard's starting number, upcoming one past its last record, a timestamp the first record
+    at or after it."""
+
+    def __init__(self, endpoint: str | None = None, region: str | None = None):
+        self.client = kinesis_client(endpoint, region)
+        self._readers: dict[str, ShardReader] = {}
+
+    def reader(self, stream: str) -> ShardReader:
+        if stream not in self._readers:
+            self._readers[stream] = ShardReader(self.client, stream)
+        return self._readers[stream]
+
+    def oldest_offset(self, stream: str, shard: int) -> int:
+        return self.reader(stream).starting(shard)
+
+    def upcoming_offset(self, stream: str, shard: int) -> int:
+        """One past the shard's last record: found by reading from ever earlier timestamps to the
+        end (recent records only, not the whole retention), or the starting number if empty."""
+        reader, now = self.reader(stream), time.time()
+        for back in LOOKBACK_S:
+            last = None
+            for record in reader.records(reader.at_timestamp(shard, now - back), 10**9):
+                last = int(record["SequenceNumber"])
+            if last is not None:
+                return last + 1
+        last = None
+        for record in reader.records(reader.iterator(shard, reader.starting(shard)), 10**9):
+            last = int(record["SequenceNumber"])
+        return reader.starting(shard) if last is None else last + 1
+
+    def offset_for_timestamp(self, stream: str, shard: int, epoch_ms: int) -> int:
+        reader = self.reader(stream)
+        if epoch_ms <= time.time() * 1000:  # Kinesis refuses a timestamp in the future
+            for record in reader.records(reader.at_timestamp(shard, epoch_ms / 1000), 1):
+                return int(record["SequenceNumber"])
+        return self.upcoming_offset(stream, shard)
+
+    def timestamp_at(self, stream: str, shard: int, position: int) -> int | None:
+        """The arrival time (ms) of the first record at or after `position`, or None."""
+        reader = self.reader(stream)
+        for record in reader.records(reader.iterator(shard, position), 1, position, shard=shard):
+            return int(record["ApproximateArrivalTimestamp"].timestamp() * 1000)
+        return None
+
+    def close(self) -> None:
+        self._readers.clear()
+
+
+@dataclass(frozen=True)
+class KinesisSlot(InputPartition):
+    """The shards one Spark task reads: one slot of the pipeline."""
+
+    reads: tuple[ShardRead, ...]
+
+
+class KinesisDataSource(DataSource):
+    """Registered as `spark.readStream.format("autosizer-kinesis")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "autosizer-kinesis"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KinesisStreamReader(self.options)
+
+
+class KinesisStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]):
+        options = CaseInsensitiveDict(options)
+        if not options.get("stream"):
+            raise ValueError("autosizer-kinesis needs option stream (the stream's name)")
+        if not options.get("planFile"):
+            raise ValueError("autosizer-kinesis needs option planFile: run it through the pipeline agent")
+        self.stream = options["stream"]
+        self.endpoint, self.region = options.get("endpoint"), options.get("region")
+        self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
+        self.pause_file, self.plan_file = options.get("pauseFile"), options["planFile"]
+        self.timeout_s = int(options.get("kinesis.timeoutMs", "30000")) / 1000
+        self._reader: ShardReader | None = None
+
+    def _shards(self) -> ShardReader:
+        if self._reader is None:
+            self._reader = ShardReader(kinesis_client(self.endpoint, self.region), self.stream)
+        return self._reader
+
+    def initialOffset(self) -> dict:
+        return {EPOCH: -1}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Each planned shard's start and span, the span 0 when nothing is there to read (so
+        Spark runs a batch only when a shard has a record at or past its start)."""
+        if self.pause_file and os.path.exists(self.pause_file):
+            return dict(start)
+        plan = read_plan(self.plan_file)
+        out: dict[str, Any] = {EPOCH: plan.get(EPOCH, -1)}
+        for key, entry in sorted(plan.items()):
+            if key == EPOCH:
+                continue
+            stream, shard = parse_offset_key(key)
+            begin = int(entry["start"])
+            ready = stream == self.stream and self._shards().first_at(shard, begin) is not None
+            out[key] = {"start": str(begin), "span": int(entry["span"]) if ready else 0}
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[KinesisSlot]:
+        reads: dict[str, ShardRead] = {}
+        for key, entry in sorted(end.items()):
+            if key == EPOCH or not entry["span"]:
+                continue
+            stream, shard = parse_offset_key(key)
+            reads[key] = ShardRead(stream, shard, int(entry["start"]), int(entry["span"]))
+        slots = []
+        for members in self.slots:
+            chosen = tuple(reads.pop(k) for k in members if k in reads)
+            if chosen:
+                slots.append(KinesisSlot(chosen))
+        slots += [KinesisSlot((r,)) for r in reads.values()]
+        return slots
+
+    def commit(self, end: dict) -> None:
+        """Nothing: progress is committed per virtual task to Redis by the pipeline."""
+
+    def read(self, partition: KinesisSlot) -> Iterator[pa.RecordBatch]:
+        reader = ShardReader(kinesis_client(self.endpoint, self.region), self.stream)
+        for r in partition.reads:
+            rows = list(reader.records(reader.iterator(r.shard, r.start), r.span, r.start,
+                                       self.timeout_s, r.shard))
+            if rows:
+                yield _batch(rows, r)
+
+
+def _batch(rows: list[dict], r: ShardRead) -> pa.RecordBatch:
+    n = len(rows)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([row["PartitionKey"].encode() for row in rows], pa.binary()),
+            pa.array([row["Data"] for row in rows], pa.binary()),
+            pa.array([r.stream] * n, pa.string()),
+            pa.array([r.shard] * n, pa.int32()),
+            pa.array([row["SequenceNumber"] for row in rows], pa.string()),
+            pa.array([row["ApproximateArrivalTimestamp"] for row in rows], pa.timestamp("us", tz="UTC")),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def register(spark: Any) -> None:
+    """Make `spark.readStream.format("autosizer-kinesis")` available in this session."""
+    spark.dataSource.register(KinesisDataSource)

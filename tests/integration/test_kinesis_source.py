@@ -1,0 +1,69 @@
+"""The Kinesis source's positions and reads against the real emulator (kinesis-local)."""
+
+from __future__ import annotations
+
+import time
+
+from autosizer.pipeline.kinesis_source import (
+    KinesisPositions,
+    ShardReader,
+    kinesis_client,
+    shard_index,
+)
+
+
+def _by_shard(kinesis, stream, records) -> dict[int, list[int]]:
+    """Produce, then read every shard from its start: sequence numbers per shard index."""
+    kinesis.produce(stream, records)
+    reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+    out = {}
+    for shard in (0, 1):
+        rows = reader.records(reader.iterator(shard, reader.starting(shard)), 10**6)
+        out[shard] = [int(r["SequenceNumber"]) for r in rows]
+    return out
+
+
+def test_a_position_reads_from_that_record_whether_a_record_or_one_past_it(kinesis, stream):
+    kinesis.create_stream(stream, 2)
+    seqs = _by_shard(kinesis, stream, [(b"k%d" % i, b"%d" % i) for i in range(60)])
+    assert sum(map(len, seqs.values())) == 60 and all(len(s) > 5 for s in seqs.values())
+    reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+    numbers = seqs[0]
+    for i in (0, 3, len(numbers) - 1):
+        for position in (numbers[i], numbers[i - 1] + 1 if i else numbers[0]):
+            got = [int(r["SequenceNumber"]) for r in
+                   reader.records(reader.iterator(0, position), 10**6, position)]
+            assert got == numbers[i:], (i, position)
+    # a span bounds the read; past the last record nothing is there
+    assert len(list(reader.records(reader.iterator(0, numbers[0]), 4, numbers[0]))) == 4
+    assert reader.first_at(0, numbers[-1] + 1) is None
+    assert reader.first_at(0, numbers[2]) == numbers[2]
+
+
+def test_startpoint_positions_oldest_upcoming_and_timestamp(kinesis, stream):
+    kinesis.create_stream(stream, 2)
+    positions = KinesisPositions(kinesis.endpoint)
+    empty = positions.upcoming_offset(stream, 0)
+    assert empty == positions.oldest_offset(stream, 0)  # an empty shard: its start
+    seqs = _by_shard(kinesis, stream, [(b"k%d" % i, b"a") for i in range(30)])
+    time.sleep(0.05)
+    stamp_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    later = _by_shard(kinesis, stream, [(b"k%d" % i, b"b") for i in range(30)])
+    new = {s: [n for n in later[s] if n not in seqs[s]] for s in (0, 1)}
+    for shard in (0, 1):
+        assert positions.oldest_offset(stream, shard) <= seqs[shard][0]
+        assert positions.upcoming_offset(stream, shard) == later[shard][-1] + 1
+        assert positions.offset_for_timestamp(stream, shard, stamp_ms) == new[shard][0]
+    assert positions.offset_for_timestamp(stream, 0, stamp_ms + 60_000) == later[0][-1] + 1
+
+
+def test_shard_ids_are_partition_indexes():
+    assert shard_index("shardId-000000000007") == 7
+    for bad in ("shard-7", "shardId-x", "7"):
+        try:
+            shard_index(bad)
+        except ValueError as exc:
+            assert bad in str(exc)
+        else:
+            raise AssertionError(bad)
