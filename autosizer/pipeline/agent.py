@@ -35,6 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.shards import Reshard, reshard
+from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration
 from autosizer.elasticity.topology import Topology
@@ -203,6 +205,7 @@ class PipelineAgent:
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
         self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
         self._reported_topology = False
+        self._reshard: tuple[int, Reshard] | None = None  # found by the probe, applied by run()
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -221,6 +224,7 @@ class PipelineAgent:
         try:
             while not stop.is_set():
                 self._obey()
+                self._apply_reshard()
                 self._check_query()
                 self._heartbeat()
                 stop.wait(poll_s)
@@ -321,6 +325,48 @@ class PipelineAgent:
                 stamp = probe.timestamp_at(stream, shard, start)
                 ages[(stream, shard)] = 0.0 if stamp is None else max(0.0, (now - stamp) / 1000)
         self.metrics.observe_lag({}, ages)
+        self._watch_shards(probe, lowest)
+
+    def _watch_shards(self, probe: kinesis_source.KinesisPositions, lowest: dict) -> None:
+        """Find a re-shard the layout has not taken yet (seed 003): children whose parents are all
+        closed and finished join, finished shards leave. `run` applies it between batches."""
+        layout = self.layout
+        assert layout is not None
+        ((stream, _),) = layout.topics.items()
+        reader = probe.reader(stream)
+        listed = reader.shards()
+        closed = {s.index for s in listed if s.closed}
+        finished = [p for (_, p), start in lowest.items()
+                    if p in closed and reader.finished(p, start or 0)]
+        change = reshard(layout, listed, finished)
+        if change is not None and self._reshard is None:
+            self._reshard = (layout.generation, change)
+
+    def _apply_reshard(self) -> None:
+        """Take a re-shard as the next generation in place, between batches, with no restart: the
+        running query reads the children from the next read plan on. Not while draining (the
+        controller is changing the layout then) and not over a generation it was not found in."""
+        found = self._reshard
+        if found is None:
+            return
+        with self._lock:
+            layout = self.layout
+            if self._busy or self.draining or self.failure is not None or layout is None:
+                return
+            self._reshard = None
+            generation, change = found
+            if layout.generation != generation:
+                return  # the layout moved on: the probe looks again
+            new = apply_reshard(layout, change)
+            cp = self.store.migrate(generation, new)
+            with self._cp_lock:
+                self.layout, self.checkpoints = new, cp
+            self._committed_batch = 0
+            self.admission.forget(new)
+            self._write_plan(new, cp)
+            self.metrics.started(new, _positions(cp))
+        log.info("pipeline.resharded", job=self.config.job, generation=new.generation,
+                 change=change.describe(), partitions=[p for _, p in new.partitions()])
 
     def _report_topology(self, probe: KafkaOffsets, ends: dict[tuple[str, int], int], now_ms: int) -> None:
         """While a topic's partition count on the broker differs from the layout's, say so in

@@ -39,6 +39,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
+from autosizer.elasticity.shards import Shard
 from autosizer.pipeline.kafka_source import EPOCH, parse_offset_key, read_plan
 
 SCHEMA = "key binary, value binary, topic string, partition int, offset string, timestamp timestamp"
@@ -102,19 +103,41 @@ class ShardReader:
     def starting(self, shard: int) -> int:
         """The shard's StartingSequenceNumber: no record of the shard is below it."""
         if shard not in self._starting:
-            pages, token = [], None
-            while True:
-                page = (self.client.list_shards(NextToken=token) if token
-                        else self.client.list_shards(StreamName=self.stream))
-                pages += page["Shards"]
-                token = page.get("NextToken")
-                if not token:
-                    break
-            for s in pages:
-                self._starting[shard_index(s["ShardId"])] = int(s["SequenceNumberRange"]["StartingSequenceNumber"])
+            self.shards()
             if shard not in self._starting:
                 raise ValueError(f"stream {self.stream!r} has no shard {shard_id(shard)}")
         return self._starting[shard]
+
+    def shards(self) -> list[Shard]:
+        """Every shard ListShards reports (all pages), with its parents and whether it is closed."""
+        pages, token = [], None
+        while True:
+            page = (self.client.list_shards(NextToken=token) if token
+                    else self.client.list_shards(StreamName=self.stream))
+            pages += page["Shards"]
+            token = page.get("NextToken")
+            if not token:
+                break
+        out = []
+        for s in pages:
+            index = shard_index(s["ShardId"])
+            self._starting[index] = int(s["SequenceNumberRange"]["StartingSequenceNumber"])
+            parents = tuple(shard_index(s[k]) for k in ("ParentShardId", "AdjacentParentShardId") if s.get(k))
+            out.append(Shard(index, parents, "EndingSequenceNumber" in s["SequenceNumberRange"]))
+        return out
+
+    def finished(self, shard: int, position: int) -> bool:
+        """No record at or past `position`, and the shard's iterator ends (it is closed): every
+        task at or past `position` has processed all of the shard."""
+        iterator: str | None = self.iterator(shard, position)
+        while iterator:
+            page = self.client.get_records(ShardIterator=iterator, Limit=1000)
+            if any(int(r["SequenceNumber"]) >= position for r in page["Records"]):
+                return False
+            iterator = page.get("NextShardIterator")
+            if iterator and not page["Records"] and page.get("MillisBehindLatest", 0) == 0:
+                return False  # caught up on an open shard
+        return True
 
     def iterator(self, shard: int, position: int) -> str:
         """An iterator whose first record is the first one at or after `position` (a record's

@@ -139,3 +139,103 @@ def test_kill_9_on_kinesis_loses_nothing_and_duplicates_nothing(kinesis, stream,
         except subprocess.TimeoutExpired:
             second.kill()
     check_once_in_key_order(read_committed(out), total)
+
+
+def _outputs_by_batch(out) -> list[tuple[tuple[int, int], int, bytes, int]]:
+    """(generation, batch), shard, key, per-key sequence of every committed output, in commit order."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    rows = []
+    for marker in sorted(out.glob("generation=*/batch=*/_COMMITTED"),
+                         key=lambda m: tuple(map(int, re.findall(r"=(\d+)", m.parent.as_posix())[-2:]))):
+        when = tuple(map(int, re.findall(r"=(\d+)", marker.parent.as_posix())[-2:]))
+        for part in sorted(marker.parent.glob("slot-*.parquet")):
+            table = pq.read_table(part)
+            for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
+                shard, _, seq = value.decode().split(":")
+                rows.append((when, int(shard), key, int(seq)))
+    return rows
+
+
+def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream, redis_server, job, tmp_path):
+    """Issue 15's acceptance: a live keyed producer; a shard split, two shards merged, the factor
+    1 -> 8 -> 2, the pipeline killed with -9 once. Every record once, per-key order with no gap,
+    and every child shard's first record committed after its parents' last ones."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kinesis.create_stream(stream, 2)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={stream: 2}, factor=1, source="kinesis"))
+    control = ControlChannel(store)
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[2]
+    client = kinesis.client()
+
+    def start(log: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
+             "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
+             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]",
+             "--trigger", "0.3", "--batch-seconds", "1"],
+            cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+            stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
+
+    def rescale(factor: int) -> None:
+        control.request("drain")
+        wait_until(lambda: control.status().get("state", "").startswith("stopped@"), 60, "the drain")
+        generation = store.current_generation()
+        store.migrate(generation, store.layout().with_factor(factor))
+        control.request("start")
+        assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+
+    def adopted(shard: int) -> bool:
+        return (stream, shard) in store.layout().partitions()
+
+    producer = KinesisProducer(kinesis, stream)
+    pipeline = start("first.log")
+    try:
+        producer.start()
+        wait_until(lambda: store.committed_batch(1) >= 2, 120, "the first commits")
+        low = client.list_shards(StreamName=stream)["Shards"][0]["HashKeyRange"]
+        middle = (int(low["StartingHashKey"]) + int(low["EndingHashKey"])) // 2
+        client.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(middle))
+        wait_until(lambda: adopted(2) and adopted(3), 60, "the split's children to join the layout")
+        rescale(8)
+        kinesis.wait_active(stream)
+        client.merge_shards(StreamName=stream, ShardToMerge="shardId-000000000003",
+                            AdjacentShardToMerge="shardId-000000000001")
+        wait_until(lambda: adopted(4), 60, "the merge's child to join the layout")
+        pipeline.send_signal(signal.SIGKILL)
+        pipeline.wait(30)
+        pipeline = start("second.log")
+        assert control.wait_for(f"running@{store.current_generation()}", 120), control.status()
+        rescale(2)
+        time.sleep(2)
+        producer.stopped.set()
+        producer.join(60)
+        total = producer.total
+        wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
+        time.sleep(1)  # a duplicate would show up as extra rows
+    finally:
+        producer.stopped.set()
+        if pipeline.poll() is None:
+            pipeline.send_signal(signal.SIGTERM)
+            try:
+                pipeline.wait(60)
+            except subprocess.TimeoutExpired:
+                pipeline.kill()
+    check_once_in_key_order(read_committed(out), total)
+    layout = store.layout()
+    assert layout.partitions() == [(stream, 2), (stream, 4)] and layout.factor == 2
+    assert layout.parents == {(stream, 2): (0,), (stream, 3): (0,), (stream, 4): (3, 1)}
+    rows = _outputs_by_batch(out)
+    first = {s: min(w for w, shard, _, _ in rows if shard == s) for s in (2, 3, 4)}
+    last = {s: max(w for w, shard, _, _ in rows if shard == s) for s in (0, 1, 3)}
+    for child, parents in ((2, (0,)), (3, (0,)), (4, (3, 1))):
+        assert all(first[child] > last[p] for p in parents), (child, first, last)
