@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from autosizer.embedded import EmbeddedBroker
+from autosizer.embedded import EmbeddedBroker, EmbeddedKinesis
 
 
 class StepLoad(threading.Thread):
@@ -57,6 +57,35 @@ class StepLoad(threading.Thread):
         self.stop.set()
         self.join(60)
         return self.sent
+
+
+class KinesisStepLoad(StepLoad):
+    """The same load on a Kinesis stream: what is due every 50 ms goes out as one PutRecords
+    (Kinesis routes each customer by the MD5 of its key)."""
+
+    def __init__(self, kinesis: EmbeddedKinesis, stream: str, rate: float = 0.0, keys: int = 200,
+                 json_values: bool = False):
+        super().__init__(None, stream, 1, rate, keys, json_values)  # type: ignore[arg-type]
+        self.kinesis = kinesis
+
+    def run(self) -> None:
+        seqs = [0] * self.keys
+        rate, began, count = None, 0.0, 0
+        while not self.stop.wait(0.05):
+            if self.rate != rate:
+                rate, began, count = self.rate, time.monotonic(), 0
+            due = min(500, int(rate * (time.monotonic() - began)) - count) if rate > 0 else 0
+            batch = []
+            for _ in range(max(0, due)):
+                key = self.sent % self.keys
+                seq, seqs[key] = seqs[key], seqs[key] + 1
+                value = (json.dumps({"order": self.sent, "customer": key, "seq": seq}).encode()
+                         if self.json_values else b"%d" % seq)
+                batch.append((b"customer-%d" % key, value))
+                self.sent += 1
+            if batch:
+                self.kinesis.produce(self.topic, batch)
+                count += len(batch)
 
 
 def check_orders(table, total: int) -> None:

@@ -15,6 +15,7 @@ Between batches it obeys the control channel: `drain` stops the query once no ba
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -206,6 +207,7 @@ class PipelineAgent:
         self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
         self._reported_topology = False
         self._reshard: tuple[int, Reshard] | None = None  # found by the probe, applied by run()
+        self._tails: dict[int, kinesis_source.ShardTail] = {}  # Kinesis: the probe's shard tails
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -312,19 +314,33 @@ class PipelineAgent:
         self._report_topology(probe, marks, int(now))
 
     def _probe_kinesis_once(self, probe: kinesis_source.KinesisPositions) -> None:
-        """Kinesis counts no records, so its lag is an age only: that of the record at each
-        shard's slowest task (none there: caught up)."""
+        """Kinesis reports no high watermark, so a tail per shard counts arrivals (the input
+        rate) and the records at or past each task's position (the lag), and times the oldest
+        unprocessed record."""
         with self._cp_lock:
             if self.layout is None or self.checkpoints is None:
                 return
             lowest = self.checkpoints.start_offsets()
-        now = time.time() * 1000
-        ages = {}
+        now = time.time()
+        marks, ages, tails = {}, {}, {}
         for (stream, shard), start in lowest.items():
-            if start is not None:
-                stamp = probe.timestamp_at(stream, shard, start)
-                ages[(stream, shard)] = 0.0 if stamp is None else max(0.0, (now - stamp) / 1000)
-        self.metrics.observe_lag({}, ages)
+            tail = self._tails.get(shard)
+            if tail is None or (start or 0) < tail.floor:  # new, or rewound by a startpoint
+                tail = kinesis_source.ShardTail(probe.reader(stream), shard, start or 0)
+            tail.follow()
+            tail.trim(start or 0)
+            tails[shard] = tail
+            marks[(stream, shard)] = tail.seen
+            ages[(stream, shard)] = tail.age(start or 0, now)
+        self._tails = tails  # retired shards' tails dropped
+        counts = {tp: (list(t.numbers), t.floor) for tp, t in
+                  (((s, p), tails[p]) for s, p in lowest)}
+
+        def behind(tp: tuple[str, int], position: int) -> int:
+            numbers, floor = counts[tp]
+            return len(numbers) - bisect.bisect_left(numbers, max(position, floor))
+
+        self.metrics.observe_lag(marks, ages, behind)
         self._watch_shards(probe, lowest)
 
     def _watch_shards(self, probe: kinesis_source.KinesisPositions, lowest: dict) -> None:

@@ -21,6 +21,7 @@ Options:
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import time
@@ -187,6 +188,52 @@ class ShardReader:
         for record in self.records(self.iterator(shard, position), 1, position, shard=shard):
             return int(record["SequenceNumber"])
         return None
+
+
+class ShardTail:
+    """Follows one shard from a position on, on the driver, to count what Kinesis does not report:
+    records that arrived (a high watermark: its rate is the input rate) and records at or past a
+    position (lag in records). Costs one more read of every record (a GetRecords per shard and
+    probe), the price of a lag in records on Kinesis."""
+
+    def __init__(self, reader: ShardReader, shard: int, position: int):
+        self.reader, self.shard, self.floor = reader, shard, position
+        self.iterator: str | None = reader.iterator(shard, position)
+        self.numbers: list[int] = []  # sequence numbers at or past `floor`, in order
+        self.arrivals: list[float] = []  # their arrival times (epoch s)
+        self.seen = 0  # records counted since the tail started
+
+    def follow(self, limit: int = 100_000) -> None:
+        """Read what arrived since the last call (up to `limit` records)."""
+        read = 0
+        while self.iterator and read < limit:
+            page = self.reader.client.get_records(ShardIterator=self.iterator, Limit=10_000)
+            for record in page["Records"]:
+                number = int(record["SequenceNumber"])
+                if number >= self.floor and (not self.numbers or number > self.numbers[-1]):
+                    self.numbers.append(number)
+                    self.arrivals.append(record["ApproximateArrivalTimestamp"].timestamp())
+                    self.seen += 1
+                    read += 1
+            self.iterator = page.get("NextShardIterator")
+            if not page["Records"] and page.get("MillisBehindLatest", 0) == 0:
+                return
+
+    def trim(self, position: int) -> None:
+        """Forget records below `position`: every task has passed them."""
+        cut = bisect.bisect_left(self.numbers, position)
+        if cut:
+            del self.numbers[:cut], self.arrivals[:cut]
+        self.floor = max(self.floor, position)
+
+    def behind(self, position: int) -> int:
+        """Records at or past `position`."""
+        return len(self.numbers) - bisect.bisect_left(self.numbers, position)
+
+    def age(self, position: int, now: float) -> float:
+        """Seconds since the first record at or past `position` arrived (0: none waiting)."""
+        at = bisect.bisect_left(self.numbers, position)
+        return max(0.0, now - self.arrivals[at]) if at < len(self.numbers) else 0.0
 
 
 class KinesisPositions:

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -91,6 +91,8 @@ class PipelineMetrics(Collector):
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.high_watermarks: dict[Partition, int] = {}
         self.oldest_age: dict[Partition, float] = {}
+        self._behind: Callable[[Partition, int], int] = lambda tp, position: max(
+            0, self.high_watermarks[tp] - position)
         self.batch_records = 0
         self.slots: dict[int, SlotStats] = {}
         self.pending: dict[tuple[str, str, int], int] = {}
@@ -156,10 +158,15 @@ class PipelineMetrics(Collector):
         with self._lock:
             self.topic_partitions = dict(counts)
 
-    def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float]) -> None:
+    def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float],
+                    behind: Callable[[Partition, int], int] | None = None) -> None:
+        """`behind(partition, position)`: records at or past a position, where positions are not
+        offsets (Kinesis: sequence numbers); by default the high watermark minus the position."""
         with self._lock:
             self.high_watermarks = dict(high_watermarks)
             self.oldest_age = dict(oldest_age)
+            if behind is not None:
+                self._behind = behind
 
     def partition_lag(self) -> dict[Partition, int]:
         with self._lock:
@@ -172,7 +179,7 @@ class PipelineMetrics(Collector):
                 tp = (topic, partition)
                 lowest[tp] = min(lowest.get(tp, next_offset), next_offset)
         # A partition with no known position has no lag series: unknown is not zero.
-        return {tp: max(0, hw - lowest[tp]) for tp, hw in self.high_watermarks.items() if tp in lowest}
+        return {tp: self._behind(tp, lowest[tp]) for tp in self.high_watermarks if tp in lowest}
 
     # --- the scrape ----------------------------------------------------------------------------
 
@@ -207,9 +214,8 @@ class PipelineMetrics(Collector):
                                      "Records behind the high watermark for one virtual task",
                                      labels=["task", "topic", "partition"])
         for (task, topic, partition), next_offset in sorted(self.positions.items()):
-            hw = self.high_watermarks.get((topic, partition))
-            if hw is not None and next_offset is not None:
-                task_lag.add_metric([task, topic, str(partition)], max(0, hw - next_offset))
+            if (topic, partition) in self.high_watermarks and next_offset is not None:
+                task_lag.add_metric([task, topic, str(partition)], self._behind((topic, partition), next_offset))
         yield task_lag
         records_in = CounterMetricFamily("autosizer_pipeline_records_in",
                                          "Records processed by a virtual task",

@@ -67,3 +67,21 @@ def test_shard_ids_are_partition_indexes():
             assert bad in str(exc)
         else:
             raise AssertionError(bad)
+
+
+def test_a_tail_counts_arrivals_and_records_behind_a_position(kinesis, stream):
+    from autosizer.pipeline.kinesis_source import ShardTail
+
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(30)])
+    reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+    tail = ShardTail(reader, 0, 0)
+    tail.follow()
+    numbers = list(tail.numbers)
+    assert tail.seen == 30 and len(numbers) == 30
+    assert tail.behind(numbers[10]) == 20 and tail.behind(numbers[-1] + 1) == 0
+    assert tail.age(numbers[0], time.time() + 5) >= 5 and tail.age(numbers[-1] + 1, time.time()) == 0
+    tail.trim(numbers[10])
+    kinesis.produce(stream, [(b"k%d" % i, b"b") for i in range(10)])
+    tail.follow()
+    assert tail.seen == 40 and tail.behind(numbers[10]) == 30  # a high watermark keeps counting

@@ -1,0 +1,70 @@
+"""The daemon drives a Kinesis job as it drives a Kafka one: the emulator, Redis, Prometheus, the
+Spark pipeline (`--source kinesis`) and the daemon, each its own process, under a load step."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autosizer.controller.journal import DecisionJournal
+from autosizer.elasticity import Layout
+from autosizer.elasticity.store import MetadataStore
+from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.pipeline.sinks import read_committed
+from examples.loadgen import KinesisStepLoad
+from tests.daemon_harness import AUTOSIZER, ROOT, start_daemon, stop, write_config
+from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, stream, redis_server, job,
+                                                                      tmp_path):
+    kinesis.create_stream(stream, 2)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={stream: 2}, factor=1, source="kinesis"))
+    decisions = DecisionJournal(store)
+    out, port = tmp_path / "out", free_port()
+    prometheus = EmbeddedPrometheus([f"127.0.0.1:{port}"], tmp_path / "prometheus").start()
+    pipeline = subprocess.Popen(
+        [AUTOSIZER, "pipeline", "run", "--source", "kinesis", "--kinesis-endpoint", kinesis.endpoint,
+         "--app", "tests.apps:slow_echo", "--job", job, "--redis", redis_server.url,
+         "--sink", f"file:{out}", "--master", "local[2]", "--trigger", "0.5", "--metrics-port", str(port)],
+        cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=(tmp_path / "pipeline.log").open("w"), stderr=subprocess.STDOUT)
+    load = KinesisStepLoad(kinesis, stream, rate=40)
+    daemon = None
+    try:
+        load.start()
+        wait_until(lambda: store.committed_batch(1) >= 1, 180, "the pipeline's first batch")
+        config = write_config(tmp_path / "daemon.toml", job, redis_server.url, prometheus.url)
+        daemon = start_daemon(config, tmp_path / "daemon.log")
+        wait_until(lambda: any(d["inputs"].get("task_capacity") for d in decisions.last(5)), 120,
+                   "a decision with a measured task capacity")
+        load.set_rate(600)  # factor 1 runs 2 tasks of < 200/s: far behind
+        wait_until(lambda: any(d["outcome"] == "scale_up" for d in decisions.last(60)), 180, "a scale-up")
+        up = next(d for d in decisions.last(60) if d["outcome"] == "scale_up")
+        assert up["inputs"]["lag_records"] > 0 and up["inputs"]["input_rate"] > 300, up["inputs"]
+        wait_until(lambda: (d := decisions.last(1)[0])["inputs"].get("lag_seconds", 99) < 5
+                   and d["factor"] > 1, 180, "lag to recover")
+        factor = store.layout().factor
+        load.set_rate(20)
+        wait_until(lambda: any(d["outcome"] == "scale_down" for d in decisions.last(50)), 180, "a scale-down")
+        assert store.layout().factor < factor
+        status = subprocess.run([AUTOSIZER, "status", "--config", str(config)], capture_output=True,
+                                text=True, cwd=ROOT, timeout=60)
+        assert status.returncode == 0 and "running@" in status.stdout, status.stdout + status.stderr
+        total = load.finish()
+        wait_until(lambda: read_committed(out).num_rows >= total, 240, f"all {total} records")
+        time.sleep(1.5)  # a duplicate would show up as extra rows
+    finally:
+        load.stop.set()
+        if daemon is not None and daemon.poll() is None:
+            daemon.kill()
+        stop(pipeline)
+        prometheus.stop()
+    check_exactly_once_in_key_order(read_committed(out), total)
