@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
+MAX_SEQUENCE = 10**56 - 1  # Kinesis sequence numbers have up to 56 digits
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 

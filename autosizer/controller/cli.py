@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import redis
 
-from autosizer.checks import MAX_OFFSET, argtype, whole
+from autosizer.checks import MAX_OFFSET, MAX_SEQUENCE, argtype, whole
 from autosizer.controller.config import DEFAULT_REDIS
 from autosizer.controller.logging import configure_logging
 from autosizer.controller.table import format_table
@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--factor", type=_int("--factor", 1, 1024), default=1,
                       help="elasticity factor (power of two, at most 1024)")
     init.add_argument("--grouper", default="partition", help="partition, topic-partition or fixed")
+    init.add_argument("--source", choices=["kafka", "kinesis"], default="kafka",
+                      help="kinesis: one --topic, the stream and its shard count (shards re-shard live)")
     init.add_argument("--offset", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
                       help="adopt a plain per-partition position of a job that ran without virtual tasks")
     init.set_defaults(run=_layout_init)
@@ -115,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     sset = startpoint.add_parser("set", parents=[common], help="request a start position")
     _target(sset, required=True)
     where = sset.add_mutually_exclusive_group(required=True)
-    where.add_argument("--offset", type=_int("--offset", 0, MAX_OFFSET))
+    where.add_argument("--offset", type=_int("--offset", 0, MAX_SEQUENCE),
+                       help="a Kafka offset, or a Kinesis sequence number")
     where.add_argument("--timestamp", help="epoch milliseconds or ISO 8601 (2026-11-22T10:00:00Z)")
     where.add_argument("--oldest", action="store_true")
     where.add_argument("--upcoming", action="store_true")
@@ -197,14 +200,15 @@ def _layout_init(args: argparse.Namespace) -> None:
         raise UsageError(f"{sum(topics.values())} partitions x factor {args.factor} is {tasks} "
                          f"virtual tasks, above the {MAX_TASKS} autosizer handles: use a smaller "
                          "--factor")
-    layout = Layout(topics=topics, factor=args.factor, grouper=args.grouper)
+    layout = Layout(topics=topics, factor=args.factor, grouper=args.grouper, source=args.source)
     offsets: dict[tuple[str, int], int] = {}
     for spec in args.offset:
         try:
             where, value = spec.split("=")
             topic, partition = where.rsplit(":", 1)
             key = (topic, whole(partition, f"--offset {spec!r} partition", 0))
-            offsets[key] = whole(value, f"--offset {spec!r} offset", 0, MAX_OFFSET)
+            offsets[key] = whole(value, f"--offset {spec!r} offset", 0,
+                                 MAX_SEQUENCE if args.source == "kinesis" else MAX_OFFSET)
         except ValueError as exc:
             detail = str(exc) if "--offset" in str(exc) else f"--offset {spec!r} is not TOPIC:PARTITION=OFFSET"
             raise UsageError(f"{detail}, e.g. orders:0=120") from None
@@ -302,7 +306,11 @@ def _startpoint_set(args: argparse.Namespace) -> None:
     else:
         sp = Startpoint.upcoming()
     key = StartpointKey(args.topic, args.partition, args.task)
-    _store(args).set_startpoint(key, sp)
+    store = _store(args)
+    if args.offset is not None and args.offset > MAX_OFFSET and store.layout().source == "kafka":
+        raise UsageError(f"--offset {args.offset} is past a Kafka offset's range (2^63 - 1): "
+                         "sequence numbers are for a Kinesis job")
+    store.set_startpoint(key, sp)
     _print_startpoints(args, {key: sp})
 
 

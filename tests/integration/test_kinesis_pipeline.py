@@ -239,3 +239,65 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
     last = {s: max(w for w, shard, _, _ in rows if shard == s) for s in (0, 1, 3)}
     for child, parents in ((2, (0,)), (3, (0,)), (4, (3, 1))):
         assert all(first[child] > last[p] for p in parents), (child, first, last)
+
+
+def test_startpoints_of_every_kind_apply_once_on_kinesis(spark, kinesis, stream, redis_server, job, tmp_path):
+    """Timestamp (AT_TIMESTAMP), a sequence number, oldest and upcoming, each taken at a start
+    and used up: the output shows exactly where each one put the shard, once."""
+    from autosizer.elasticity.startpoints import Startpoint, StartpointKey
+
+    kinesis.create_stream(stream, 1)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={stream: 1}, factor=2, source="kinesis"))
+    sink = FileSink(tmp_path / "out")
+    agent = PipelineAgent(spark, PipelineConfig(
+        job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
+        kinesis_endpoint=kinesis.endpoint), echo, sink)
+    control = ControlChannel(store)
+    kinesis.produce(stream, [(b"k%d" % i, b"a%d" % i) for i in range(10)])
+    time.sleep(0.1)
+    stamp_ms = int(time.time() * 1000)
+    time.sleep(0.1)
+    kinesis.produce(stream, [(b"k%d" % i, b"b%d" % i) for i in range(10)])
+    store.set_startpoint(StartpointKey(stream, 0), Startpoint.timestamp(stamp_ms))
+
+    def values() -> list[str]:
+        return [v.decode().split(":")[2] for v in read_committed(sink.path).column("value").to_pylist()]
+
+    def restart_with(startpoint: Startpoint | None) -> None:
+        generation = store.current_generation()
+        control.request("drain")
+        assert control.wait_for(f"stopped@{generation}", 60), control.status()
+        if startpoint is not None:
+            store.set_startpoint(StartpointKey(stream, 0), startpoint)
+        control.request("start")
+        assert control.wait_for(f"running@{generation}", 60), control.status()
+
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: len(values()) >= 10, 60, "the records after the timestamp", errors)
+        assert sorted(values()) == sorted(f"b{i}" for i in range(10))  # none of batch a
+        wait_until(lambda: not store.startpoints(), 30, "the timestamp startpoint to be used up")
+        restart_with(None)  # used up: a start does not apply it again
+        kinesis.produce(stream, [(b"k%d" % i, b"c%d" % i) for i in range(10)])
+        wait_until(lambda: len(values()) >= 20, 60, "batch c", errors)
+        c3 = int(next(v for v in read_committed(sink.path).column("value").to_pylist()
+                      if v.decode().endswith(":c3")).decode().split(":")[1])
+        restart_with(Startpoint.specific(c3))  # a sequence number: c3..c9 once more
+        wait_until(lambda: len(values()) >= 27, 60, "from c3 again", errors)
+        restart_with(Startpoint.oldest())  # the whole shard once more
+        wait_until(lambda: len(values()) >= 57, 60, "the whole shard again", errors)
+        restart_with(Startpoint.upcoming())  # nothing old: only what comes next
+        kinesis.produce(stream, [(b"k%d" % i, b"d%d" % i) for i in range(5)])
+        wait_until(lambda: len(values()) >= 62, 60, "batch d", errors)
+        time.sleep(1.5)
+        assert not errors
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    out = values()
+    assert sorted(out[20:27]) == sorted(f"c{i}" for i in range(3, 10))
+    assert sorted(out[27:57]) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)]
+                                        + [f"c{i}" for i in range(10)])
+    assert sorted(out[57:]) == sorted(f"d{i}" for i in range(5)), "upcoming: only the new records, once"
