@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-unit test-integration lint demo quickstart walkthrough bench clean
+.PHONY: setup test test-unit test-integration lint demo demo-kinesis quickstart walkthrough bench clean
 DURATION ?= 240
 
 setup: $(STAMP)
@@ -29,6 +29,9 @@ test-integration: setup
 
 demo: setup
 	$(BIN)/python examples/demo.py --duration $(DURATION)
+
+demo-kinesis: setup
+	$(BIN)/python examples/kinesis_demo.py
 
 quickstart: setup
 	$(BIN)/python examples/quickstart.py

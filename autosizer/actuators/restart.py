@@ -121,18 +121,30 @@ class RestartActuator:
         self._hold_here(step)
         return entry
 
+    def _committed(self, generation: int) -> bool | None:
+        """None until `generation` committed a batch; then whether the pipeline has since moved
+        to a later generation on its own (a Kinesis re-shard, taken in place from a running
+        generation, so a commit under a later generation also answers for this one)."""
+        current = self.store.current_generation() or generation
+        for g in range(generation, current + 1):
+            if self.store.committed_batch(g) >= 1:
+                return current > generation
+        return None
+
     def _verify(self, entry: Entry) -> tuple[str | None, float]:
         """(None, downtime) when the new generation committed a batch and lag did not get worse;
         else (why, downtime). Downtime runs from the drain request to that first commit."""
         deadline = self.clock.monotonic() + self.verify_timeout
-        while self.store.committed_batch(entry.to_generation) < 1:
+        while (moved := self._committed(entry.to_generation)) is None:
             if self.clock.monotonic() > deadline:
                 return (f"generation {entry.to_generation} committed no batch within "
                         f"{self.verify_timeout:.0f}s"), self._downtime(entry)
             self.clock.sleep(0.2)
         downtime = self._downtime(entry)
         if (entry.rollback or self.verify_window <= 0 or entry.lag_before is None
-                or entry.to_factor > entry.from_factor or entry.expansion):
+                or entry.to_factor > entry.from_factor or entry.expansion or moved):
+            # After a Kinesis re-shard (the pipeline took a later generation in place) there is
+            # no layout of this actuation left to roll back to: commits are the check.
             # A scale-up cannot make the backlog grow faster; the policy judges whether it
             # helped. Watching its lag would only keep the daemon from its next tick. After an
             # expansion the new partitions' backlog joins the lag: commits are the check.

@@ -103,3 +103,42 @@ def test_only_a_scale_down_is_watched_for_lag_growth(redis_server, job, tmp_path
         assert bool(readings) == watched  # a scale-up's lag is the policy's to judge
     finally:
         submit.stop(store.current_generation())
+
+
+# A Kinesis driver that takes a re-shard in place as soon as it runs the new generation (the
+# pipeline does so between batches), so its first commit lands under the generation after it.
+RESHARDS_AT_ONCE = textwrap.dedent("""
+    import signal, sys, time
+    from autosizer.elasticity.shards import Reshard, apply
+    from autosizer.elasticity.store import MetadataStore
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    store = MetadataStore(sys.argv[1], sys.argv[2])
+    layout = store.layout()
+    if layout.generation == 2:
+        store.migrate(2, apply(layout, Reshard({2: (0,), 3: (0,)}, frozenset({0}))))
+        store.commit(3, {}, batch=1)
+    while True:
+        time.sleep(1)
+""")
+
+
+def test_a_reshard_taken_in_place_after_the_start_verifies_the_rescale(redis_server, job, tmp_path):
+    """The daemon's rescale to generation 2 is answered by commits under generation 3 (the
+    pipeline re-sharded in place): done, not rolled back over a layout that no longer exists."""
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"clicks": 2}, factor=4, source="kinesis"))
+    script = tmp_path / "driver.py"
+    script.write_text(RESHARDS_AT_ONCE)
+    submit, journal = actuator(store, "spark-submit", {
+        "command": [sys.executable, str(script), redis_server.url, job],
+        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
+        "verify_timeout_s": 20.0, "verify_window_s": 0.5})
+    try:
+        outcome = submit.act(Plan(1, 4, 1, "test", lag_before=0.0, input_rate=10.0))
+        assert outcome.result == "done", outcome.detail
+        layout = store.layout()
+        assert (layout.generation, layout.factor) == (3, 1) and layout.partitions() == [
+            ("clicks", 1), ("clicks", 2), ("clicks", 3)]
+        assert journal.open() is None and journal.history(1)[0].result == "done"
+    finally:
+        submit.stop(store.current_generation())

@@ -1,0 +1,178 @@
+"""Kinesis: the source's throughput with bucketing, and the re-shard pause, on the emulator.
+
+Run: .venv/bin/python benchmarks/bench_kinesis.py [--records 40000] [--splits 3]
+
+Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
+`PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
+
+1. Throughput: a 4-shard stream holding the backlog over 100,000 keys, drained at F = 8 by a
+   function that does nothing; records/s from the first to the last commit. Side by side, in the
+   same run: the emulator's own read rate (every shard read to its end by one boto3 client on the
+   driver), so the ratio says how much of what the emulator serves the pipeline takes.
+2. Re-shard pause: a producer writes 200 records/s throughout; each split's pause is the time from
+   the SplitShard call to the first committed record of a child shard (the parent must be closed,
+   found finished, and the children adopted first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local"),
+                      ("AWS_DEFAULT_REGION", "us-east-1")):
+    os.environ.setdefault(_name, _value)  # the emulator's; before Spark starts its workers
+
+from autosizer.controller.logging import configure_logging  # noqa: E402
+from autosizer.elasticity import Layout  # noqa: E402
+from autosizer.elasticity.store import MetadataStore  # noqa: E402
+from autosizer.embedded import EmbeddedKinesis, EmbeddedRedis  # noqa: E402
+from autosizer.pipeline.kinesis_source import ShardReader, kinesis_client  # noqa: E402
+from autosizer.pipeline.sinks import FileSink, read_committed  # noqa: E402
+
+SHARDS = 4
+KEYS = 100_000
+
+
+def trivial(record):
+    return record.value
+
+
+def echo_shard(record):
+    return record.key, b"%d" % record.partition
+
+
+class Run:
+    def __init__(self, spark, kinesis: EmbeddedKinesis, redis_server: EmbeddedRedis, workdir: Path):
+        self.spark, self.kinesis, self.redis, self.workdir = spark, kinesis, redis_server, workdir
+
+    def agent(self, stream: str, factor: int, fn, shards: int = SHARDS):
+        from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
+
+        job = f"bench-{uuid.uuid4().hex[:6]}"
+        store = MetadataStore(self.redis.url, job)
+        store.init_layout(Layout(topics={stream: shards}, factor=factor, source="kinesis"))
+        config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap="", source="kinesis",
+                                kinesis_endpoint=self.kinesis.endpoint)
+        return store, PipelineAgent(self.spark, config, fn, FileSink(self.workdir / job))
+
+    def backlog(self, records: int) -> str:
+        stream = f"s{uuid.uuid4().hex[:8]}"
+        self.kinesis.create_stream(stream, SHARDS)
+        began = time.perf_counter()
+        self.kinesis.produce(stream, [(b"customer-%d" % (i % KEYS), b"x" * 100) for i in range(records)])
+        print(f"  produced {records:,} records in {time.perf_counter() - began:.1f} s", flush=True)
+        return stream
+
+    def emulator_read_rate(self, stream: str) -> float:
+        reader = ShardReader(kinesis_client(self.kinesis.endpoint), stream)
+        began, count = time.perf_counter(), 0
+        for shard in range(SHARDS):
+            count += sum(1 for _ in reader.records(reader.iterator(shard, 0), 10**9))
+        return count / (time.perf_counter() - began)
+
+    def pipeline_rate(self, stream: str, records: int) -> float:
+        store, agent = self.agent(stream, 8, trivial)
+        commits: list[tuple[float, int]] = []
+        agent.on_batch = lambda _agent, progress: commits.append(
+            (time.perf_counter(), sum(p.records for p in progress)))
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 600
+            while sum(n for _, n in commits) < records and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            thread.join(60)
+            agent.close()
+        first, last = commits[0][0], commits[-1][0]
+        return sum(n for _, n in commits[1:]) / (last - first)
+
+    def reshard_pauses(self, splits: int) -> list[float]:
+        stream = f"s{uuid.uuid4().hex[:8]}"
+        self.kinesis.create_stream(stream, 1)
+        store, agent = self.agent(stream, 2, echo_shard, shards=1)
+        stop = threading.Event()
+        producing = threading.Event()
+
+        def produce() -> None:
+            i = 0
+            while not producing.wait(0.1):
+                self.kinesis.produce(stream, [(b"customer-%d" % ((i + j) % KEYS), b"x") for j in range(20)])
+                i += 20
+
+        threads = [threading.Thread(target=agent.run, args=(stop,), daemon=True),
+                   threading.Thread(target=produce, daemon=True)]
+        for thread in threads:
+            thread.start()
+        client, pauses = self.kinesis.client(), []
+        out = self.workdir / agent.config.job
+        try:
+            while store.committed_batch(store.current_generation()) < 2:
+                time.sleep(0.1)
+            for _ in range(splits):
+                self.kinesis.wait_active(stream)
+                open_shard = next(s for s in client.list_shards(StreamName=stream)["Shards"]
+                                  if "EndingSequenceNumber" not in s["SequenceNumberRange"])
+                low, high = (int(open_shard["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+                before = set(store.layout().partitions())
+                split_at = time.perf_counter()
+                client.split_shard(StreamName=stream, ShardToSplit=open_shard["ShardId"],
+                                   NewStartingHashKey=str((low + high) // 2))
+                while True:
+                    children = {p for _, p in store.layout().partitions()} - {p for _, p in before}
+                    committed = {int(v) for v in read_committed(out).column("value").to_pylist()}
+                    if children & committed:
+                        pauses.append(time.perf_counter() - split_at)
+                        break
+                    if time.perf_counter() - split_at > 120:
+                        raise SystemExit("no child shard's record committed within 120 s")
+                    time.sleep(0.05)
+                print(f"  split {len(pauses)}: {pauses[-1]:.2f} s to the first committed child record", flush=True)
+        finally:
+            producing.set()
+            stop.set()
+            threads[0].join(60)
+            agent.close()
+        return pauses
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--splits", type=int, default=3)
+    args = parser.parse_args()
+    configure_logging(level="warning")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    workdir = Path(tempfile.mkdtemp(prefix="autosizer-bench-"))
+    with EmbeddedKinesis() as kinesis, EmbeddedRedis(workdir / "redis") as redis_server:
+        run = Run(spark, kinesis, redis_server, workdir)
+        print(f"## source + bucketing: {args.records:,} records, {SHARDS} shards, F = 8, default settings")
+        stream = run.backlog(args.records)
+        raw = run.emulator_read_rate(stream)
+        rate = run.pipeline_rate(stream, args.records)
+        print(f"emulator read (one client, driver): {raw:9,.0f} records/s")
+        print(f"pipeline (source, buckets, sink):   {rate:9,.0f} records/s  = {rate / raw:.0%} of the emulator's read rate")
+        print(f"\n## re-shard pause: {args.splits} splits under a live producer (200 records/s), F = 2")
+        pauses = run.reshard_pauses(args.splits)
+        print(f"median {statistics.median(pauses):.2f} s ({', '.join(f'{p:.2f}' for p in pauses)})")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""The Kinesis demo: a job on a Kinesis stream autosized live while its shards split and merge
+(`make demo-kinesis`).
+
+It starts the Kinesis emulator (kinesis-local), Redis and Prometheus on free loopback ports, the
+enrichment pipeline (`examples.enrich:enrich`, 10 ms lookup per order) with `--source kinesis` on
+Spark local as its own process, and the autosizer daemon on its default policy. The load steps from
+50 to 400 orders/s and back; meanwhile a shard is split and two shards are merged. The terminal
+shows the factor, the shards the layout reads, lag, rates and the last decision; at the end the
+exactly-once output and per-customer order are checked and the shards' lineage is printed.
+
+Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150])
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local"),
+                      ("AWS_DEFAULT_REGION", "us-east-1")):
+    os.environ.setdefault(_name, _value)  # the emulator takes any credentials
+
+from autosizer.controller.collector import PrometheusCollector  # noqa: E402
+from autosizer.controller.config import load_config  # noqa: E402
+from autosizer.controller.daemon import Daemon  # noqa: E402
+from autosizer.controller.journal import DecisionJournal  # noqa: E402
+from autosizer.controller.logging import configure_logging  # noqa: E402
+from autosizer.controller.queries import DEFAULT_QUERIES  # noqa: E402
+from autosizer.elasticity import Layout  # noqa: E402
+from autosizer.elasticity.store import MetadataStore  # noqa: E402
+from autosizer.embedded import EmbeddedKinesis, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
+from autosizer.pipeline.sinks import read_committed  # noqa: E402
+from examples.demo import CONFIG, SHOWN, _wait_for  # noqa: E402
+from examples.loadgen import KinesisStepLoad, check_orders  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+STREAM, SHARDS, LOW, HIGH = "orders", 2, 50.0, 400.0
+STEP_AT, STEP_S, SPLIT_AT, MERGE_AT = 20.0, 90.0, 45.0, 75.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=150,
+                        help=f"seconds to run (default 150; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s, "
+                             f"the split at {SPLIT_AT:g} s, the merge at {MERGE_AT:g} s)")
+    args = parser.parse_args()
+    if not 60 <= args.duration <= 3600:
+        parser.error(f"--duration must be between 60 and 3600 seconds, not {args.duration:g}")
+    run(args.duration)
+
+
+def run(duration: float) -> None:
+    configure_logging(level="warning")
+    workdir = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-demo-"))
+    job, metrics_port = "demo-kinesis", free_port()
+    print(f"autosizer Kinesis demo: workdir {workdir}; Ctrl-C stops everything")
+    with EmbeddedRedis(workdir / "redis") as redis_server, EmbeddedKinesis() as kinesis, \
+            EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus:
+        kinesis.create_stream(STREAM, SHARDS)
+        store = MetadataStore(redis_server.url, job)
+        store.init_layout(Layout(topics={STREAM: SHARDS}, factor=1, source="kinesis"))
+        config_path = workdir / "autosizer.toml"
+        config_path.write_text(CONFIG.format(job=job, redis=redis_server.url, prometheus=prometheus.url,
+                                             listen=free_port()))
+        pipeline = subprocess.Popen(
+            [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
+             "--kinesis-endpoint", kinesis.endpoint, "--app", "examples.enrich:enrich", "--job", job,
+             "--redis", redis_server.url, "--sink", f"file:{workdir / 'enriched'}",
+             "--master", "local[2]", "--metrics-port", str(metrics_port)],
+            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_LOOKUP_MS": "10"},
+            stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
+        )
+        load = KinesisStepLoad(kinesis, STREAM, rate=LOW, json_values=True)
+        daemon = Daemon(load_config(config_path))
+        runner = threading.Thread(target=daemon.run, name="daemon", daemon=True)
+        probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")
+        try:
+            print("starting Spark (about 20 s)...")
+            load.start()
+            while store.committed_batch(store.current_generation()) < 1:
+                if pipeline.poll() is not None:
+                    raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
+                time.sleep(0.5)
+            runner.start()
+            watch(store, kinesis, load, probe, duration)
+        except KeyboardInterrupt:
+            print("\ninterrupted: stopping")
+        finally:
+            total = load.finish() if load.is_alive() else load.sent
+            daemon.stopping.set()
+            if runner.is_alive():
+                runner.join(300)
+            print(f"\nproduced {total} orders; waiting for the pipeline to finish them...")
+            _wait_for(workdir / "enriched", total)
+            pipeline.terminate()
+            pipeline.wait(60)
+        check_orders(read_committed(workdir / "enriched"), total)
+        layout = store.layout()
+        lineage = ", ".join(f"{p} from {'+'.join(map(str, ps))}" for (_, p), ps in sorted(layout.parents.items()))
+        print(f"shards read at the end: {[p for _, p in layout.partitions()]}; lineage: {lineage or 'none'}; "
+              f"retired: {sorted(p for _, p in layout.retired)}; generation {layout.generation}")
+        print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
+
+
+def watch(store: MetadataStore, kinesis: EmbeddedKinesis, load: KinesisStepLoad, probe: PrometheusCollector,
+          duration: float) -> None:
+    """Step the load, split and merge shards on schedule; once a second, show the job."""
+    journal, began, client = DecisionJournal(store), time.monotonic(), kinesis.client()
+    events = {SPLIT_AT: lambda: split_lowest(client), MERGE_AT: lambda: merge_two(client)}
+    while (elapsed := time.monotonic() - began) < duration:
+        load.set_rate(HIGH if STEP_AT <= elapsed < STEP_AT + STEP_S else LOW)
+        for at in [t for t in events if elapsed >= t]:
+            print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
+        sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
+        layout = store.layout()
+        last = journal.last(1)
+        said = "waiting for the first tick" if not last else (
+            last[0]["reason"] if last[0]["reason"].startswith(last[0]["outcome"])
+            else f"{last[0]['outcome']}: {last[0]['reason']}")
+        print(f"{elapsed:5.0f}s  load {load.rate:4.0f}/s  in {sums['input_rate']:4.0f}/s  "
+              f"out {sums['processed_rate']:4.0f}/s  lag {sums['lag_records']:5.0f}  factor {layout.factor:2d}  "
+              f"shards {','.join(str(p) for _, p in layout.partitions()):8}| {said[:70]}", flush=True)
+        time.sleep(max(0.0, 1 - (time.monotonic() - began - elapsed)))
+
+
+def _open_shards(client) -> list[dict]:
+    shards = client.list_shards(StreamName=STREAM)["Shards"]
+    return sorted((s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]),
+                  key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+
+
+def split_lowest(client) -> str:
+    shard = _open_shards(client)[0]
+    low, high = (int(shard["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+    client.split_shard(StreamName=STREAM, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    return f"split {shard['ShardId']} at the middle of its hash range"
+
+
+def merge_two(client) -> str:
+    lower, upper = _open_shards(client)[1:3]  # the split's upper child and its neighbour
+    client.merge_shards(StreamName=STREAM, ShardToMerge=lower["ShardId"], AdjacentShardToMerge=upper["ShardId"])
+    return f"merge {lower['ShardId']} and {upper['ShardId']}"
+
+
+if __name__ == "__main__":
+    main()
