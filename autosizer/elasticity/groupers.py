@@ -37,6 +37,24 @@ def fixed(counts: Mapping[str, int], initial: Mapping[str, int]) -> list[Group]:
     ]
 
 
+def by_lineage(counts: Mapping[str, int], parents: Mapping[tuple[str, int], tuple[int, ...]]) -> list[Group]:
+    """Kinesis: a child shard joins its first parent's group, so a split keeps every key in the
+    same virtual task (the key's bucket does not depend on the shard) and a merge keeps the first
+    parent's keys there; only the other parent's keys move. Groups are named after the root shard
+    of their line, and the factor alone sets the parallelism (a split adds no tasks)."""
+
+    def root(topic: str, partition: int) -> int:
+        while (topic, partition) in parents and parents[(topic, partition)]:
+            partition = parents[(topic, partition)][0]
+        return partition
+
+    groups: dict[str, set[tuple[str, int]]] = {}
+    for topic, count in sorted(counts.items()):
+        for partition in range(count):
+            groups.setdefault(f"Shard_{root(topic, partition)}", set()).add((topic, partition))
+    return [(name, frozenset(members)) for name, members in sorted(groups.items(), key=lambda g: int(g[0][6:]))]
+
+
 GROUPERS: dict[str, Grouper] = {
     "partition": by_partition,
     "topic-partition": by_topic_partition,

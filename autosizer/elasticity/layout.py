@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from autosizer.elasticity.factor import validate_factor
-from autosizer.elasticity.groupers import GROUPERS
+from autosizer.elasticity.groupers import GROUPERS, by_lineage
 
 LAYOUT_FORMAT = 3
 TopicPartition = tuple[str, int]
@@ -115,9 +115,11 @@ class Layout:
 
     def _validate_common(self) -> None:
         validate_factor(self.factor)
-        if self.grouper not in GROUPERS:
+        known = [*GROUPERS, "lineage"] if self.source == "kinesis" else list(GROUPERS)
+        if self.grouper not in known:
             raise ValueError(
-                f"unknown grouper {self.grouper!r}: use one of {', '.join(sorted(GROUPERS))}"
+                f"unknown grouper {self.grouper!r} for a {self.source} layout: use one of "
+                f"{', '.join(sorted(known))}"
             )
         if isinstance(self.generation, bool) or not isinstance(self.generation, int):
             raise ValueError(f"generation must be an integer >= 1, not {self.generation!r}")
@@ -131,7 +133,8 @@ class Layout:
 
     @cached_property
     def _tasks(self) -> dict[str, VirtualTask]:
-        groups = GROUPERS[self.grouper](self.topics, self.initial_partitions or self.topics)
+        groups = (by_lineage(self.topics, self.parents) if self.grouper == "lineage"
+                  else GROUPERS[self.grouper](self.topics, self.initial_partitions or self.topics))
         tasks: dict[str, VirtualTask] = {}
         for base, members in groups:
             partitions = members - self.retired

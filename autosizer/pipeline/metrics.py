@@ -328,6 +328,10 @@ def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> Co
     """Expose `metrics` on http://address:port/metrics."""
     registry = CollectorRegistry()
     registry.register(metrics)
-    start_http_server(port, addr=address, registry=registry)
+    try:
+        start_http_server(port, addr=address, registry=registry)
+    except OSError as exc:
+        raise ValueError(f"cannot serve /metrics on {address}:{port} ({exc.strerror}): pass "
+                         "--metrics-port with a free port (0 picks one)") from None
     return registry
 

@@ -113,7 +113,7 @@ def test_kill_9_on_kinesis_loses_nothing_and_duplicates_nothing(kinesis, stream,
         return subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
              "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
-             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]",
+             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
              "--trigger", "0.2", "--batch-seconds", "0.5"],
             cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
             stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
@@ -159,10 +159,13 @@ def _outputs_by_batch(out) -> list[tuple[tuple[int, int], int, bytes, int]]:
     return rows
 
 
-def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream, redis_server, job, tmp_path):
+@pytest.mark.parametrize("grouper", ["partition", "lineage"])
+def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream, redis_server, job, tmp_path,
+                                                                 grouper):
     """Issue 15's acceptance: a live keyed producer; a shard split, two shards merged, the factor
     1 -> 8 -> 2, the pipeline killed with -9 once. Every record once, per-key order with no gap,
-    and every child shard's first record committed after its parents' last ones."""
+    and every child shard's first record committed after its parents' last ones; under either
+    grouper (tasks per shard, or per line of shards)."""
     import os
     import signal
     import subprocess
@@ -171,7 +174,7 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
 
     kinesis.create_stream(stream, 2)
     store = MetadataStore(redis_server.url, job)
-    store.init_layout(Layout(topics={stream: 2}, factor=1, source="kinesis"))
+    store.init_layout(Layout(topics={stream: 2}, factor=1, grouper=grouper, source="kinesis"))
     control = ControlChannel(store)
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[2]
@@ -181,7 +184,7 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
         return subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
              "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
-             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]",
+             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
              "--trigger", "0.3", "--batch-seconds", "1"],
             cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
             stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
@@ -234,6 +237,9 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
     layout = store.layout()
     assert layout.partitions() == [(stream, 2), (stream, 4)] and layout.factor == 2
     assert layout.parents == {(stream, 2): (0,), (stream, 3): (0,), (stream, 4): (3, 1)}
+    if grouper == "lineage":  # every shard descends from shard 0's line: its two tasks read both
+        assert {t.name: t.partitions for t in layout.virtual_tasks()} == {
+            f"Shard_0-{b}-2": {(stream, 2), (stream, 4)} for b in range(2)}
     rows = _outputs_by_batch(out)
     first = {s: min(w for w, shard, _, _ in rows if shard == s) for s in (2, 3, 4)}
     last = {s: max(w for w, shard, _, _ in rows if shard == s) for s in (0, 1, 3)}

@@ -26,7 +26,7 @@ def start_pipeline(redis_server, broker, job, out: Path, log: Path) -> subproces
     return subprocess.Popen(
         [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo", "--job", job,
          "--redis", redis_server.url, "--bootstrap", broker.bootstrap, "--sink", f"file:{out}",
-         "--master", "local[2]", "--trigger", "0.2", "--max-records", "150"],
+         "--master", "local[2]", "--trigger", "0.2", "--max-records", "150", "--metrics-port", "0"],
         cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )
 
@@ -91,3 +91,16 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, brok
         app_logs = list((tmp_path / "spark" / "work").glob("app-*"))
     assert app_logs, "the driver did not run its executors on the standalone worker"
     check_exactly_once_in_key_order(read_committed(out), total)
+
+
+def test_a_metrics_port_in_use_is_one_line_naming_the_fix():
+    import socket
+
+    from autosizer.pipeline.metrics import PipelineMetrics, serve
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ValueError, match=f"cannot serve /metrics on 127.0.0.1:{port}.*--metrics-port"):
+            serve(PipelineMetrics("job"), port)

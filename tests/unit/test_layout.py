@@ -51,8 +51,10 @@ def test_unknown_task_and_grouper_errors_name_the_fix():
     layout = Layout(topics={"orders": 1})
     with pytest.raises(KeyError, match="unknown virtual task 'x'.*autosizer layout show"):
         layout.task("x")
-    with pytest.raises(ValueError, match="unknown grouper 'zz': use one of fixed, partition"):
+    with pytest.raises(ValueError, match="unknown grouper 'zz' for a kafka layout: use one of fixed, partition"):
         Layout(topics={"orders": 1}, grouper="zz")
+    with pytest.raises(ValueError, match="use one of fixed, partition, topic-partition$"):
+        Layout(topics={"orders": 1}, grouper="lineage")  # shards' lineage is Kinesis's
 
 
 def test_with_factor_and_with_partitions_return_the_next_generation():

@@ -72,3 +72,31 @@ def test_a_kinesis_layout_round_trips_and_refuses_what_does_not_fit():
         kinesis().with_partitions({STREAM: 4})
     with pytest.raises(ValueError, match="unknown layout source"):
         Layout(topics={"a": 1}, source="pulsar")
+
+
+def test_the_lineage_grouper_keeps_every_key_in_its_task_across_a_split_and_the_first_parents_across_a_merge():
+    from autosizer.elasticity import Checkpoints, key_hash
+
+    layout = Layout(topics={STREAM: 2}, factor=4, grouper="lineage", source="kinesis")
+    split = apply(layout, reshard(layout, [Shard(0, closed=True), Shard(1), Shard(2, (0,)), Shard(3, (0,))], [0]))
+    merged = apply(split, reshard(split, [Shard(1, closed=True), Shard(2), Shard(3, (0,), closed=True),
+                                          Shard(4, (3, 1))], [1, 3]))
+    assert {t.name for t in split.virtual_tasks()} == {t.name for t in layout.virtual_tasks()}
+    assert {t.name for t in merged.virtual_tasks()} == {f"Shard_0-{b}-4" for b in range(4)}
+    assert merged.task("Shard_0-1-4").partitions == {(STREAM, 2), (STREAM, 4)}
+
+    def owner(lay: Layout, shard: int, key: bytes) -> str:
+        h = key_hash(key, 0)
+        (task,) = [t.name for t in lay.readers(STREAM, shard) if t.owns(STREAM, shard, h)]
+        return task
+
+    for key in (b"k%d" % i for i in range(50)):
+        before = owner(layout, 0, key)
+        assert owner(split, 2, key) == owner(split, 3, key) == before  # a split moves no key's task
+        assert owner(merged, 4, key) == before  # the first parent's line keeps its tasks
+    cp = Checkpoints.initial(layout)
+    for task in layout.virtual_tasks():
+        for tp in task.partitions:
+            cp.advance(task.name, *tp, 10**30)
+    moved = cp.migrate(split)
+    assert moved.position("Shard_0-1-4", STREAM, 2) == 0 and moved.position("Shard_1-1-4", STREAM, 1) == 10**30
