@@ -202,6 +202,15 @@ def _wait_for(sink: Path, total: int, stall_s: float = 30.0) -> None:
             done, progressed = now, time.monotonic()
 
 
+def last_decision(journal: DecisionJournal) -> str:
+    """The daemon's last decision as one line: its outcome, and the reason unless it says it."""
+    last = journal.last(1)
+    if not last:
+        return "waiting for the first tick"
+    outcome, reason = last[0]["outcome"], last[0]["reason"]
+    return reason if reason.startswith(outcome) else f"{outcome}: {reason}"
+
+
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
           timeline: list[dict], high: float = HIGH) -> None:
     """Step the load; once a second, read the job from Prometheus and show it with the last decision."""
@@ -213,10 +222,7 @@ def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, dura
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,
                          "input": sums["input_rate"], "processed": sums["processed_rate"],
                          "lag": sums["lag_records"]})
-        last = journal.last(1)
-        said = "waiting for the first tick" if not last else (
-            last[0]["reason"] if last[0]["reason"].startswith(last[0]["outcome"])
-            else f"{last[0]['outcome']}: {last[0]['reason']}")
+        said = last_decision(journal)
         print(f"{elapsed:5.0f}s  load {load.rate:5.0f}/s  in {sums['input_rate']:5.0f}/s  "
               f"out {sums['processed_rate']:5.0f}/s  lag {sums['lag_records']:6.0f}  factor {factor:2d}"
               f"  | {said[:80]}", flush=True)

@@ -37,7 +37,7 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedKinesis, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.demo import CONFIG, SHOWN, _wait_for  # noqa: E402
+from examples.demo import CONFIG, SHOWN, _wait_for, last_decision  # noqa: E402
 from examples.loadgen import KinesisStepLoad, check_orders  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,10 +120,7 @@ def watch(store: MetadataStore, kinesis: EmbeddedKinesis, load: KinesisStepLoad,
             print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         layout = store.layout()
-        last = journal.last(1)
-        said = "waiting for the first tick" if not last else (
-            last[0]["reason"] if last[0]["reason"].startswith(last[0]["outcome"])
-            else f"{last[0]['outcome']}: {last[0]['reason']}")
+        said = last_decision(journal)
         print(f"{elapsed:5.0f}s  load {load.rate:4.0f}/s  in {sums['input_rate']:4.0f}/s  "
               f"out {sums['processed_rate']:4.0f}/s  lag {sums['lag_records']:5.0f}  factor {layout.factor:2d}  "
               f"shards {','.join(str(p) for _, p in layout.partitions()):8}| {said[:70]}", flush=True)

@@ -190,13 +190,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if stop > begin:
                 topic, partition = parse_offset_key(key)
                 ranges[key] = KafkaRange(topic, partition, begin, stop)
-        slots = []
-        for members in self.slots:
-            chosen = tuple(ranges.pop(k) for k in members if k in ranges)
-            if chosen:
-                slots.append(KafkaSlot(chosen))
-        slots += [KafkaSlot((r,)) for r in ranges.values()]
-        return slots
+        return [KafkaSlot(group) for group in pack(self.slots, ranges)]
 
     def commit(self, end: dict) -> None:
         """Nothing: progress is committed per virtual task to Redis by the pipeline."""
@@ -255,6 +249,14 @@ class KafkaStreamReader(DataSourceStreamReader):
             f"Kafka at {self.bootstrap} did not answer {what} after {self.retries} attempts "
             f"({last}): start the broker or fix kafka.bootstrap.servers; nothing was committed"
         )
+
+
+def pack(slots: Sequence[Sequence[str]], reads: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """One micro-batch's reads (by "topic/partition") in the agent's slots, one Spark task each;
+    reads in no slot (a partition that appeared at run time) get a task of their own."""
+    left = dict(reads)
+    groups = [tuple(left.pop(k) for k in members if k in left) for members in slots]
+    return [g for g in groups if g] + [(r,) for r in left.values()]
 
 
 def read_plan(path: str | None) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
 from autosizer.elasticity.shards import Shard
-from autosizer.pipeline.kafka_source import EPOCH, parse_offset_key, read_plan
+from autosizer.pipeline.kafka_source import EPOCH, pack, parse_offset_key, read_plan
 
 SCHEMA = "key binary, value binary, topic string, partition int, offset string, timestamp timestamp"
 ARROW_SCHEMA = pa.schema(
@@ -355,13 +355,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 continue
             stream, shard = parse_offset_key(key)
             reads[key] = ShardRead(stream, shard, int(entry["start"]), int(entry["span"]))
-        slots = []
-        for members in self.slots:
-            chosen = tuple(reads.pop(k) for k in members if k in reads)
-            if chosen:
-                slots.append(KinesisSlot(chosen))
-        slots += [KinesisSlot((r,)) for r in reads.values()]
-        return slots
+        return [KinesisSlot(group) for group in pack(self.slots, reads)]
 
     def commit(self, end: dict) -> None:
         """Nothing: progress is committed per virtual task to Redis by the pipeline."""

@@ -39,6 +39,15 @@ def actuator(store: MetadataStore, name: str, settings: dict):
     return load_actuator(name, ActuatorContext(store, journal), settings), journal
 
 
+def driver(store: MetadataStore, tmp_path, script_text: str, **settings: float):
+    """The spark-submit actuator launching `script_text` as the job's driver."""
+    script = tmp_path / "driver.py"
+    script.write_text(script_text)
+    return actuator(store, "spark-submit", {
+        "command": [sys.executable, str(script), store.url, store.job],
+        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0, **settings})
+
+
 def test_a_drain_nobody_answers_aborts_and_keeps_the_old_layout(redis_server, job):
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=2))
@@ -52,12 +61,7 @@ def test_a_drain_nobody_answers_aborts_and_keeps_the_old_layout(redis_server, jo
 def test_a_generation_that_never_commits_is_rolled_back(redis_server, job, tmp_path):
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=1))
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    submit, journal = actuator(store, "spark-submit", {
-        "command": [sys.executable, str(script), redis_server.url, job],
-        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
-        "verify_timeout_s": 3.0, "verify_window_s": 0.0})
+    submit, journal = driver(store, tmp_path, DRIVER, verify_timeout_s=3.0, verify_window_s=0.0)
     try:
         outcome = submit.act(Plan(1, 1, 4, "test", lag_before=0.0))
         assert (outcome.result, outcome.factor, outcome.generation) == ("rolled_back", 1, 3)
@@ -127,12 +131,7 @@ def test_a_reshard_taken_in_place_after_the_start_verifies_the_rescale(redis_ser
     pipeline re-sharded in place): done, not rolled back over a layout that no longer exists."""
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"clicks": 2}, factor=4, source="kinesis"))
-    script = tmp_path / "driver.py"
-    script.write_text(RESHARDS_AT_ONCE)
-    submit, journal = actuator(store, "spark-submit", {
-        "command": [sys.executable, str(script), redis_server.url, job],
-        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
-        "verify_timeout_s": 20.0, "verify_window_s": 0.5})
+    submit, journal = driver(store, tmp_path, RESHARDS_AT_ONCE, verify_timeout_s=20.0, verify_window_s=0.5)
     try:
         outcome = submit.act(Plan(1, 4, 1, "test", lag_before=0.0, input_rate=10.0))
         assert outcome.result == "done", outcome.detail

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +17,12 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import FileSink, read_committed
-from tests.integration.test_pipeline import run_in_thread, wait_until
+from tests.integration.test_pipeline import rescale, run_in_thread, wait_until
+from tests.integration.test_pipeline_process import kill_9_mid_run_then_finish
 
 pytestmark = pytest.mark.integration
 KEYS = 40
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def echo(record):
@@ -69,11 +76,7 @@ def test_rescales_1_8_2_on_kinesis_keep_key_order_and_lose_nothing(spark, kinesi
         for factor in (8, 2):
             generation = store.current_generation()
             wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit", errors)
-            control.request("drain")
-            assert control.wait_for(f"stopped@{generation}", 60), control.status()
-            store.migrate(generation, store.layout().with_factor(factor))
-            control.request("start")
-            assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+            rescale(store, control, factor)
         wait_until(lambda: store.committed_batch(3) >= 2, 60, "generation 3 to commit", errors)
         producer.stopped.set()
         producer.join(60)
@@ -92,52 +95,30 @@ def test_rescales_1_8_2_on_kinesis_keep_key_order_and_lose_nothing(spark, kinesi
     assert all(o > 2**63 for o in store.checkpoints().start_offsets().values())
 
 
+def pipeline_process(kinesis, redis_url: str, job: str, out, log, *flags: str) -> subprocess.Popen:
+    """`autosizer pipeline run --source kinesis` as its own process, logging to `log`."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
+         "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
+         "--redis", redis_url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
+         *flags],
+        cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
 def test_kill_9_on_kinesis_loses_nothing_and_duplicates_nothing(kinesis, stream, redis_server, job, tmp_path):
     """`autosizer pipeline run --source kinesis` as its own process, killed mid-run and started
     again: every record once, in key order."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     kinesis.create_stream(stream, 2)
     total = 1200
     kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(total)])
     store = MetadataStore(redis_server.url, job)
-    store.init_layout(Layout(topics={stream: 2}, factor=4))
+    store.init_layout(Layout(topics={stream: 2}, factor=4, source="kinesis"))
     out = tmp_path / "out"
-    root = Path(__file__).resolve().parents[2]
-
-    def start(log: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
-             "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
-             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
-             "--trigger", "0.2", "--batch-seconds", "0.5"],
-            cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
-
-    first = start("first.log")
-    try:
-        wait_until(lambda: store.committed_batch(1) >= 2, 120, "a few committed batches")
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    done_before = read_committed(out).num_rows
-    assert 0 < done_before < total, "the kill must land mid-run"
-    second = start("second.log")
-    try:
-        wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
-        time.sleep(1)  # a duplicate would show up as extra rows
-    finally:
-        second.send_signal(signal.SIGTERM)
-        try:
-            second.wait(60)
-        except subprocess.TimeoutExpired:
-            second.kill()
+    kill_9_mid_run_then_finish(
+        lambda log: pipeline_process(kinesis, redis_server.url, job, out, tmp_path / log,
+                                     "--trigger", "0.2", "--batch-seconds", "0.5"),
+        store, out, total)
     check_once_in_key_order(read_committed(out), total)
 
 
@@ -166,36 +147,16 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
     1 -> 8 -> 2, the pipeline killed with -9 once. Every record once, per-key order with no gap,
     and every child shard's first record committed after its parents' last ones; under either
     grouper (tasks per shard, or per line of shards)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     kinesis.create_stream(stream, 2)
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={stream: 2}, factor=1, grouper=grouper, source="kinesis"))
     control = ControlChannel(store)
     out = tmp_path / "out"
-    root = Path(__file__).resolve().parents[2]
     client = kinesis.client()
 
     def start(log: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
-             "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
-             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
-             "--trigger", "0.3", "--batch-seconds", "1"],
-            cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
-
-    def rescale(factor: int) -> None:
-        control.request("drain")
-        wait_until(lambda: control.status().get("state", "").startswith("stopped@"), 60, "the drain")
-        generation = store.current_generation()
-        store.migrate(generation, store.layout().with_factor(factor))
-        control.request("start")
-        assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+        return pipeline_process(kinesis, redis_server.url, job, out, tmp_path / log,
+                                "--trigger", "0.3", "--batch-seconds", "1")
 
     def adopted(shard: int) -> bool:
         return (stream, shard) in store.layout().partitions()
@@ -209,7 +170,7 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
         middle = (int(low["StartingHashKey"]) + int(low["EndingHashKey"])) // 2
         client.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(middle))
         wait_until(lambda: adopted(2) and adopted(3), 60, "the split's children to join the layout")
-        rescale(8)
+        rescale(store, control, 8)
         kinesis.wait_active(stream)
         client.merge_shards(StreamName=stream, ShardToMerge="shardId-000000000003",
                             AdjacentShardToMerge="shardId-000000000001")
@@ -218,7 +179,7 @@ def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream
         pipeline.wait(30)
         pipeline = start("second.log")
         assert control.wait_for(f"running@{store.current_generation()}", 120), control.status()
-        rescale(2)
+        rescale(store, control, 2)
         time.sleep(2)
         producer.stopped.set()
         producer.join(60)

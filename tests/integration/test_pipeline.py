@@ -84,6 +84,17 @@ def pipeline(spark, broker, redis_server, job, tmp_path):
     return make
 
 
+def rescale(store, control, factor: int) -> None:
+    """What the daemon's actuator does: drain, migrate to `factor`, start, see it running. The
+    generation is read once drained (a Kinesis pipeline may take a re-shard in place before)."""
+    control.request("drain")
+    wait_until(lambda: control.status().get("state", "").startswith("stopped@"), 60, "the drain")
+    generation = store.current_generation()
+    store.migrate(generation, store.layout().with_factor(factor))
+    control.request("start")
+    assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+
+
 def run_in_thread(agent):
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -109,11 +120,7 @@ def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
         for factor in (4, 2, 8):
             generation = store.current_generation()
             wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit", errors)
-            control.request("drain")
-            assert control.wait_for(f"stopped@{generation}", 60), control.status()
-            store.migrate(generation, store.layout().with_factor(factor))
-            control.request("start")
-            assert control.wait_for(f"running@{generation + 1}", 60), control.status()
+            rescale(store, control, factor)
         wait_until(lambda: store.committed_batch(4) >= 2, 60, "generation 4 to commit")
         producer.stopped.set()
         producer.join(60)
