@@ -39,7 +39,7 @@ from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.shards import Reshard, reshard
 from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
-from autosizer.elasticity.store import MetadataStore, StaleGeneration
+from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreError
 from autosizer.elasticity.topology import Topology
 from autosizer.embedded import free_port
 from autosizer.pipeline import kinesis_source
@@ -374,7 +374,14 @@ class PipelineAgent:
             if layout.generation != generation:
                 return  # the layout moved on: the probe looks again
             new = apply_reshard(layout, change)
-            cp = self.store.migrate(generation, new)
+            try:
+                cp = self.store.migrate(generation, new)
+            except StaleGeneration as exc:  # the controller moved first: the probe looks again
+                log.warning("pipeline.reshard_refused", job=self.config.job, error=str(exc))
+                return
+            except StoreError as exc:  # Redis away past the ride-through: try again later
+                log.warning("pipeline.reshard_postponed", job=self.config.job, error=str(exc))
+                return
             with self._cp_lock:
                 self.layout, self.checkpoints = new, cp
             self._committed_batch = 0

@@ -202,18 +202,25 @@ class ShardTail:
         self.numbers: list[int] = []  # sequence numbers at or past `floor`, in order
         self.arrivals: list[float] = []  # their arrival times (epoch s)
         self.seen = 0  # records counted since the tail started
+        self.last = position - 1  # the last record counted
 
     def follow(self, limit: int = 100_000) -> None:
-        """Read what arrived since the last call (up to `limit` records)."""
+        """Read what arrived since the last call (up to `limit` records). An iterator that
+        expired (unused for 5 minutes: a stalled probe) is taken again past the last record."""
         read = 0
         while self.iterator and read < limit:
-            page = self.reader.client.get_records(ShardIterator=self.iterator, Limit=10_000)
+            try:
+                page = self.reader.client.get_records(ShardIterator=self.iterator, Limit=10_000)
+            except self.reader.client.exceptions.ExpiredIteratorException:
+                self.iterator = self.reader.iterator(self.shard, self.last + 1)
+                continue
             for record in page["Records"]:
                 number = int(record["SequenceNumber"])
-                if number >= self.floor and (not self.numbers or number > self.numbers[-1]):
+                if number >= self.floor and number > self.last:
                     self.numbers.append(number)
                     self.arrivals.append(record["ApproximateArrivalTimestamp"].timestamp())
                     self.seen += 1
+                    self.last = number
                     read += 1
             self.iterator = page.get("NextShardIterator")
             if not page["Records"] and page.get("MillisBehindLatest", 0) == 0:
