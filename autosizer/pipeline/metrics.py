@@ -6,7 +6,8 @@ histograms built on executors (per-record process time, bucketed in the slot) ar
 Series (labels in braces):
   autosizer_pipeline_lag_records{topic,partition}          high watermark - lowest task position
   autosizer_pipeline_lag_seconds{topic,partition}          age of the oldest unprocessed record
-  autosizer_pipeline_high_watermark{topic,partition}       next offset the broker will write (rate = input)
+  autosizer_pipeline_high_watermark{topic,partition}       next offset the broker will write (Kinesis:
+                                                           records the shard tail counted; rate = input)
   autosizer_pipeline_task_lag_records{task,topic,partition} high watermark - the task's position
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
   autosizer_pipeline_records_out_total{task}               outputs the task produced
