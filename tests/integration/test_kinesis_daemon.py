@@ -53,10 +53,11 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
         assert up["inputs"]["lag_records"] > 0 and up["inputs"]["input_rate"] > 80, up["inputs"]
         wait_until(lambda: (d := decisions.last(1)[0])["inputs"].get("lag_seconds", 99) < 5
                    and d["factor"] > 1, 180, "lag to recover")
-        factor = store.layout().factor
+        factor, dropped = store.layout().factor, time.time()
         load.set_rate(20)
-        wait_until(lambda: any(d["outcome"] == "scale_down" for d in decisions.last(50)), 180, "a scale-down")
-        assert store.layout().factor < factor
+        wait_until(lambda: any(d["outcome"] == "scale_down" and d["time"] > dropped
+                               for d in decisions.last(50)), 180, "a scale-down after the step")
+        wait_until(lambda: store.layout().factor < factor, 60, "the scale-down to be done")
         status = subprocess.run([AUTOSIZER, "status", "--config", str(config)], capture_output=True,
                                 text=True, cwd=ROOT, timeout=60)
         assert status.returncode == 0 and "running@" in status.stdout, status.stdout + status.stderr

@@ -95,11 +95,12 @@ def test_rescales_1_8_2_on_kinesis_keep_key_order_and_lose_nothing(spark, kinesi
     assert all(o > 2**63 for o in store.checkpoints().start_offsets().values())
 
 
-def pipeline_process(kinesis, redis_url: str, job: str, out, log, *flags: str) -> subprocess.Popen:
+def pipeline_process(kinesis, redis_url: str, job: str, out, log, *flags: str,
+                     app: str = "tests.apps:echo") -> subprocess.Popen:
     """`autosizer pipeline run --source kinesis` as its own process, logging to `log`."""
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
-         "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
+         "--kinesis-endpoint", kinesis.endpoint, "--app", app, "--job", job,
          "--redis", redis_url, "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", "0",
          *flags],
         cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
@@ -110,14 +111,14 @@ def test_kill_9_on_kinesis_loses_nothing_and_duplicates_nothing(kinesis, stream,
     """`autosizer pipeline run --source kinesis` as its own process, killed mid-run and started
     again: every record once, in key order."""
     kinesis.create_stream(stream, 2)
-    total = 1200
+    total = 4000  # at 5 ms a record over 8 tasks, a few seconds of work: the kill lands mid-run
     kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(total)])
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={stream: 2}, factor=4, source="kinesis"))
     out = tmp_path / "out"
     kill_9_mid_run_then_finish(
         lambda log: pipeline_process(kinesis, redis_server.url, job, out, tmp_path / log,
-                                     "--trigger", "0.2", "--batch-seconds", "0.5"),
+                                     "--trigger", "0.2", "--batch-seconds", "0.5", app="tests.apps:slow_echo"),
         store, out, total)
     check_once_in_key_order(read_committed(out), total)
 
