@@ -15,7 +15,6 @@ Between batches it obeys the control channel: `drain` stops the query once no ba
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import os
@@ -333,28 +332,20 @@ class PipelineAgent:
             marks[(stream, shard)] = tail.seen
             ages[(stream, shard)] = tail.age(start or 0, now)
         self._tails = tails  # retired shards' tails dropped
-        counts = {tp: (list(t.numbers), t.floor) for tp, t in
-                  (((s, p), tails[p]) for s, p in lowest)}
+        # a copy for the scrape thread: the tails move on at the next probe
+        numbers = {(stream, shard): list(tails[shard].numbers) for stream, shard in lowest}
+        self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position))
+        finished = [shard for (_, shard), start in lowest.items() if tails[shard].finished(start or 0)]
+        self._watch_shards(probe, finished)
 
-        def behind(tp: tuple[str, int], position: int) -> int:
-            numbers, floor = counts[tp]
-            return len(numbers) - bisect.bisect_left(numbers, max(position, floor))
-
-        self.metrics.observe_lag(marks, ages, behind)
-        self._watch_shards(probe, lowest)
-
-    def _watch_shards(self, probe: kinesis_source.KinesisPositions, lowest: dict) -> None:
+    def _watch_shards(self, probe: kinesis_source.KinesisPositions, finished: list[int]) -> None:
         """Find a re-shard the layout has not taken yet (seed 003): children whose parents are all
-        closed and finished join, finished shards leave. `run` applies it between batches."""
+        closed and finished (the tails read them to their end) join, finished shards leave. `run`
+        applies it between batches."""
         layout = self.layout
         assert layout is not None
         ((stream, _),) = layout.topics.items()
-        reader = probe.reader(stream)
-        listed = reader.shards()
-        closed = {s.index for s in listed if s.closed}
-        finished = [p for (_, p), start in lowest.items()
-                    if p in closed and reader.finished(p, start or 0)]
-        change = reshard(layout, listed, finished)
+        change = reshard(layout, probe.reader(stream).shards(), finished)
         if change is not None and self._reshard is None:
             self._reshard = (layout.generation, change)
 

@@ -127,19 +127,6 @@ class ShardReader:
             out.append(Shard(index, parents, "EndingSequenceNumber" in s["SequenceNumberRange"]))
         return out
 
-    def finished(self, shard: int, position: int) -> bool:
-        """No record at or past `position`, and the shard's iterator ends (it is closed): every
-        task at or past `position` has processed all of the shard."""
-        iterator: str | None = self.iterator(shard, position)
-        while iterator:
-            page = self.client.get_records(ShardIterator=iterator, Limit=1000)
-            if any(int(r["SequenceNumber"]) >= position for r in page["Records"]):
-                return False
-            iterator = page.get("NextShardIterator")
-            if iterator and not page["Records"] and page.get("MillisBehindLatest", 0) == 0:
-                return False  # caught up on an open shard
-        return True
-
     def iterator(self, shard: int, position: int) -> str:
         """An iterator whose first record is the first one at or after `position` (a record's
         own number, or the last read one plus one), or at the shard's oldest record."""
@@ -190,6 +177,11 @@ class ShardReader:
         return None
 
 
+def at_or_past(numbers: list[int], position: int) -> int:
+    """How many of the sorted sequence `numbers` are at or past `position`."""
+    return len(numbers) - bisect.bisect_left(numbers, position)
+
+
 class ShardTail:
     """Follows one shard from a position on, on the driver, to count what Kinesis does not report:
     records that arrived (a high watermark: its rate is the input rate) and records at or past a
@@ -235,7 +227,12 @@ class ShardTail:
 
     def behind(self, position: int) -> int:
         """Records at or past `position`."""
-        return len(self.numbers) - bisect.bisect_left(self.numbers, position)
+        return at_or_past(self.numbers, position)
+
+    def finished(self, position: int) -> bool:
+        """The shard is closed and read to its end (its iterator ended), with no record at or
+        past `position`: every task at or past it has processed all of the shard."""
+        return self.iterator is None and self.behind(position) == 0
 
     def age(self, position: int, now: float) -> float:
         """Seconds since the first record at or past `position` arrived (0: none waiting)."""
@@ -264,16 +261,14 @@ class KinesisPositions:
         """One past the shard's last record: found by reading from ever earlier timestamps to the
         end (recent records only, not the whole retention), or the starting number if empty."""
         reader, now = self.reader(stream), time.time()
-        for back in LOOKBACK_S:
+        starts = [lambda back=back: reader.at_timestamp(shard, now - back) for back in LOOKBACK_S]
+        for start in (*starts, lambda: reader.iterator(shard, reader.starting(shard))):
             last = None
-            for record in reader.records(reader.at_timestamp(shard, now - back), 10**9):
+            for record in reader.records(start(), 10**9):
                 last = int(record["SequenceNumber"])
             if last is not None:
                 return last + 1
-        last = None
-        for record in reader.records(reader.iterator(shard, reader.starting(shard)), 10**9):
-            last = int(record["SequenceNumber"])
-        return reader.starting(shard) if last is None else last + 1
+        return reader.starting(shard)
 
     def offset_for_timestamp(self, stream: str, shard: int, epoch_ms: int) -> int:
         reader = self.reader(stream)
@@ -281,13 +276,6 @@ class KinesisPositions:
             for record in reader.records(reader.at_timestamp(shard, epoch_ms / 1000), 1):
                 return int(record["SequenceNumber"])
         return self.upcoming_offset(stream, shard)
-
-    def timestamp_at(self, stream: str, shard: int, position: int) -> int | None:
-        """The arrival time (ms) of the first record at or after `position`, or None."""
-        reader = self.reader(stream)
-        for record in reader.records(reader.iterator(shard, position), 1, position, shard=shard):
-            return int(record["ApproximateArrivalTimestamp"].timestamp() * 1000)
-        return None
 
     def close(self) -> None:
         self._readers.clear()
