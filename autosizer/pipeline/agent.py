@@ -19,10 +19,12 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +194,8 @@ class PipelineAgent:
             self.metrics_port = config.metrics_port or free_port()
             serve(self.metrics, self.metrics_port, config.metrics_address)
         workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
+        # removed when the agent is collected or the process exits: one per agent piled up in /tmp
+        self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
         self._pause_file = os.path.join(workdir, "paused")
         self._plan_file = os.path.join(workdir, "plan.json")
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
@@ -675,6 +679,7 @@ class PipelineAgent:
             self._group.close()
         if self._resolver is not None:
             self._resolver.close()
+        self._workdir()
 
 
 def _drain_probe(redis_url: str, job: str) -> Callable[[], bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -135,6 +136,7 @@ def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
     check_exactly_once_in_key_order(read_committed(sink.path), total)
     group = store.checkpoints().start_offsets()
     assert sum(group.values()) == total
+    assert not os.path.exists(os.path.dirname(agent._plan_file)), "close() leaves no work directory"
 
 
 def test_a_fenced_commit_writes_nothing_and_the_agent_restarts_under_the_current_layout(pipeline, broker):
