@@ -70,6 +70,7 @@ class Admission:
         self.hot_shares: dict[TopicPartition, tuple[float, ...]] = {}
         self._seed: float | None = None  # the last median rate, kept across a rescale
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
+        self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
 
     # --- measuring -----------------------------------------------------------------------------
@@ -105,6 +106,14 @@ class Admission:
         bookkeeping) is the fixed cost every batch pays."""
         if cycle_s > 0 and slot_s >= 0:
             self.overhead_s = _smooth(self.overhead_s, max(0.0, cycle_s - slot_s))
+
+    def observe_latency(self, seconds: float) -> None:
+        """Any batch with records took `seconds` from its read boundary (the trigger planned its
+        end offsets) to its commit, beyond its slowest slot's work. Its records' lag waits that
+        long; a saturated batch's overhead also holds what comes after the commit (Spark's own
+        offset commit, the gap to the next batch), so at low load the lag follows this instead."""
+        if seconds >= 0:
+            self.commit_latency_s = _smooth(self.commit_latency_s, seconds)
 
     def duty(self) -> float:
         """The share of a saturated job's time its tasks can work: deadline / (deadline + cost)."""

@@ -652,15 +652,30 @@ class PipelineAgent:
         self._publish_group_offsets(cp)
         self.admission.observe(progress)
         committed_at = time.perf_counter()
+        slowest = max(s.seconds for s in slots.values())
         if self._last_commit is not None and any(p.pending for p in progress):
-            self.admission.observe_cycle(committed_at - self._last_commit,
-                                         max(s.seconds for s in slots.values()))
+            self.admission.observe_cycle(committed_at - self._last_commit, slowest)
+        if any(p.records for p in progress):
+            self.admission.observe_latency(self._planning_s() + committed_at - began - slowest)
         self._last_commit = committed_at
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)
         if self.on_batch is not None:
             self.on_batch(self, progress)
+
+    def _planning_s(self) -> float:
+        """Spark's time from a trigger to the batch function (end offsets, the offset log,
+        planning), as it measured it for the last batch: part of a record's wait for its commit
+        that the batch function does not see. 0 before Spark reported a batch."""
+        if self.query is None:  # the first batch may run before start() returned the query
+            return 0.0
+        try:
+            durations = (self.query.lastProgress or {}).get("durationMs") or {}
+        except Exception:  # noqa: BLE001 - a progress read must never fail a committed batch
+            return 0.0
+        return sum(float(durations.get(k, 0)) for k in ("latestOffset", "getBatch", "queryPlanning",
+                                                          "walCommit")) / 1000
 
     def _publish_group_offsets(self, cp: Checkpoints) -> None:
         """Per partition, the lowest next offset of its virtual tasks, committed to the job's

@@ -36,6 +36,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
                                                            generation's first batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
+  autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
+                                                           beyond its slowest slot's work
   autosizer_pipeline_capacity                              records/s the job can take in key order,
                                                            fixed cost included
   autosizer_pipeline_batches_total                         committed micro-batches
@@ -102,6 +104,7 @@ class PipelineMetrics(Collector):
         self.capacity: dict[Partition, float] = {}
         self.spans: dict[Partition, int] = {}
         self.overhead_s: float | None = None
+        self.commit_latency_s: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
         self.deadline_s: float | None = None
@@ -132,6 +135,7 @@ class PipelineMetrics(Collector):
                 self.input_share = dict(admission.shares)
                 self.capacity = admission.partition_capacity(self.layout)
                 self.overhead_s = admission.overhead_s
+                self.commit_latency_s = admission.commit_latency_s
                 self.hot_shares = dict(admission.hot_shares)
                 self.deadline_s = admission.config.batch_seconds
                 self.job_capacity = job_capacity(admission, self.layout)
@@ -319,6 +323,10 @@ class PipelineMetrics(Collector):
             yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
                                     "A saturated batch's fixed cost outside its tasks' work",
                                     value=self.overhead_s)
+        if self.commit_latency_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
+                                    "A batch's read boundary to its commit, beyond its slowest slot's work",
+                                    value=self.commit_latency_s)
         if self.job_capacity is not None:
             yield GaugeMetricFamily("autosizer_pipeline_capacity",
                                     "Records/s the job can take in key order, batch cost included",

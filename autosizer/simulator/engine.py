@@ -63,7 +63,7 @@ class _Block:
     lag_records: np.ndarray  # (seconds,)
     lag_seconds: np.ndarray  # (seconds,)
     x_end: np.ndarray  # (ticks, partitions, 2): each queue's position (cumulative input) at tick ends
-    x_drained: np.ndarray  # the same once the batch in flight at each tick end has committed
+    x_drained: np.ndarray  # the same once a drain at each tick end has committed the batch in flight
     partition_columns: tuple[np.ndarray, ...]  # PartitionStats' columns, (ticks, partitions) each
     task_columns: tuple[np.ndarray, ...]  # TaskStats' columns, (ticks, tasks) each
     partition_totals: list[list[float]]  # per tick, the sums of partition_columns
@@ -106,6 +106,35 @@ def _age(cum, rate, now, c, oldest):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
+def _oldest_arrival(cum, rate, arrivals, x, now):  # pragma: no cover
+    """When the job's oldest unprocessed record (every partition's) arrived; `now` when none is."""
+    c = _cum_at(cum, rate, now)
+    oldest = c
+    for p in range(arrivals.shape[0]):
+        oldest = min(oldest, _oldest(arrivals, x, p, c))
+    return _arrived_at(cum, rate, oldest) if oldest < c else now
+
+
+@njit(cache=True, nogil=True)
+def _age_integral(arrived, t1, t2):  # pragma: no cover
+    """The integral over [t1, t2] of the age of a record that arrived at `arrived` (0 before it)."""
+    lo = max(t1, arrived)
+    return 0.5 * ((t2 - arrived) ** 2 - (lo - arrived) ** 2) if t2 > lo else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _mean_age(s, t0, arrived, before, committed):  # pragma: no cover
+    """Second s's mean age of the oldest unprocessed record, as a probe reading it at a random
+    moment of the batch cycle sees it: the age grows between commits and drops at each.
+    `arrived`: when the oldest record at the second's end arrived; `committed` (absolute): the
+    last commit; `before`: when the oldest record until that commit arrived."""
+    lo, hi = t0 + s, t0 + s + 1
+    if lo < committed < hi:
+        return _age_integral(before, lo, committed) + _age_integral(arrived, committed, hi)
+    return _age_integral(arrived, lo, hi)
+
+
+@njit(cache=True, nogil=True)
 def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma: no cover
     """The end of second s of the block: backlog, and the age of the oldest unprocessed record
     (the slowest queue's position: the lowest position holds the oldest record)."""
@@ -120,6 +149,7 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
         oldest = min(oldest, _oldest(arrivals, x, p, c))
     lag_records[s] = total
     lag_seconds[s] = _age(cum, rate, now, c, oldest)
+    return _arrived_at(cum, rate, oldest) if oldest < c else now
 
 
 @njit(cache=True, nogil=True)
@@ -138,7 +168,7 @@ def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end
     """Sample the end of second s; when it ends a tick, keep the positions (and where the batch in
     flight, `flight` records per queue, takes them) and each partition's oldest unprocessed
     record's age (its slowest queue with input holds that record)."""
-    _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
+    arrived = _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
     if (s + 1) % tick == 0:
         k = s // tick
         x_end[k] = x
@@ -149,6 +179,7 @@ def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end
         c = _cum_at(cum, rate, now)
         for p in range(arrivals.shape[0]):
             ages[k, p] = _age(cum, rate, now, c, _oldest(arrivals, x, p, c))
+    return arrived
 
 
 @njit(cache=True, nogil=True)
@@ -174,18 +205,21 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, trigger_s, run_ahead):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
-    commits its work `overhead_s` after the last queue stops. Lag only moves at commits."""
+    commits its work `latency_s` after the last queue stops, and the next may start
+    `overhead_s` after it (or at the commit, if later). Lag only moves at commits."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     done = np.zeros((partitions, 2))
+    flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
     s = 0  # the next second to sample
+    before, committed = 0.0, -np.inf  # the last commit (absolute), and the oldest arrival until it
     start = float(down_s)
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
@@ -206,23 +240,33 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         if admitted <= 1e-9:
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
-        commit = start + work + overhead_s
+        commit = start + work + latency_s
+        finished = max(commit, start + work + overhead_s)
         while s < seconds and s + 1 <= commit:
-            # a tick that ends before this batch starts has nothing in flight (a drain admits no more)
-            _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
-                    done if s + 1 >= start else idle)
+            # a drain stops the batch in flight at each task's current record: what each queue has
+            # done by then commits (a tick that ends before this batch starts has nothing in flight)
+            elapsed = s + 1 - start
+            for p in range(partitions):
+                for q in range(2):
+                    flight[p, q] = min(done[p, q], capacity[k, p, q] * elapsed) if elapsed > 0 else 0.0
+            arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
+                              x_drained, flight)
+            lag_seconds[s] = _mean_age(s, t0, arrived, before, committed)
             s += 1
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
         kc = min(int(commit) // tick, ticks - 1)
+        before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
                     x[p, q] += done[p, q] / arrivals[p, q]
                     processed[kc, p, q] += done[p, q]
-        start = max(commit, (np.floor(start / trigger_s) + 1) * trigger_s)
+        start = max(finished, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle)
+        arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
+                          idle)
+        lag_seconds[s] = _mean_age(s, t0, arrived, before, committed)
         s += 1
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
@@ -269,7 +313,8 @@ class _Model:
         elif job.batch_seconds:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
-                self.weights, job.batch_seconds, job.overhead(factor), job.trigger_s, job.run_ahead)
+                self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
+                job.run_ahead)
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
@@ -381,8 +426,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 continue
             run.rescales.append(Rescale(now, factor, decision.factor, decision.reason))
             kept = (k + 1) * tick
-            # The drain lets the batch in flight commit; then a new layout resumes every bucket
-            # from its partition's slowest position (the pipeline skips what faster buckets did;
+            # The drain commits what the batch in flight did by now; then a new layout resumes
+            # every bucket from its partition's slowest position (the pipeline skips what faster buckets did;
             # the oldest record is what lag measures).
             active = np.where(model.arrivals(factor) > 0, block.x_drained[k], np.inf)
             x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)

@@ -36,6 +36,7 @@ FIT_QUERIES: dict[str, str] = {
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    "commit_latency": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
@@ -82,6 +83,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if table is not None and np.isfinite(table).all():
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
     settings.update(_overhead(series, len(partitions)))
+    latency = _median(series.get("commit_latency", ()))
+    if latency is not None:
+        settings["commit_latency_s"] = latency
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline

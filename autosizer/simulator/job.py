@@ -55,6 +55,9 @@ class JobModel:
     batch_seconds: float = 3.0
     batch_overhead_s: float = 0.6
     batch_overhead_per_task_s: float = 0.0  # more tasks, more to launch and commit per batch
+    # A batch's read boundary to its commit beyond its work: what a record waits at low load. The
+    # overhead above also holds what follows the commit. None: the overhead.
+    commit_latency_s: float | None = None
     trigger_s: float = 1.0
     run_ahead: float = 1.5
     # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
@@ -75,11 +78,13 @@ class JobModel:
             "batch_seconds": self.batch_seconds >= 0,
             "batch_overhead_s": self.batch_overhead_s >= 0,
             "batch_overhead_per_task_s": self.batch_overhead_per_task_s >= 0,
+            "commit_latency_s": self.commit_latency_s is None or self.commit_latency_s >= 0,
             "trigger_s": self.trigger_s > 0,
             "run_ahead": self.run_ahead >= 1,
         }
         for name, ok in checks.items():
-            if not ok or not math.isfinite(float(getattr(self, name))) and name != "partition_limit":
+            value = getattr(self, name)
+            if not ok or value is not None and not math.isfinite(float(value)) and name != "partition_limit":
                 raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
         validate_factor(self.start_factor)
         weights, table = self.partition_weights, self.hot_share_table_measured
@@ -169,6 +174,10 @@ class JobModel:
         """A batch's fixed cost at `factor`: a base plus a share per virtual task."""
         return self.batch_overhead_s + self.batch_overhead_per_task_s * self.partitions * factor
 
+    def latency(self, factor: int) -> float:
+        """A batch's read boundary to its commit, beyond its work: when its records stop lagging."""
+        return self.overhead(factor) if self.commit_latency_s is None else self.commit_latency_s
+
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""
         return batch_duty(self.batch_seconds, self.overhead(factor or self.start_factor))
@@ -180,8 +189,8 @@ class JobModel:
 
     def actuation_s(self, factor: int) -> float:
         """A rescale's decision to its first committed batch, when the daemon records it: the
-        processing stop plus one batch cycle."""
-        cycle = self.batch_seconds + self.overhead(factor) if self.batch_seconds else 0.0
+        processing stop plus one batch's deadline and wait for its commit."""
+        cycle = self.batch_seconds + self.latency(factor) if self.batch_seconds else 0.0
         return self.restart_downtime_s + cycle
 
     def slots(self, factor: int) -> int:

@@ -84,6 +84,17 @@ def test_the_job_capacity_pays_the_fixed_cost_of_each_batch():
     assert job_capacity(admission, layout) == pytest.approx(200 * 3 / 3.6)
 
 
+def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity():
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe(batch(layout, rate=100))
+    admission.observe_latency(0.2)
+    assert admission.commit_latency_s == pytest.approx(0.2)  # the first batch is taken as is
+    admission.observe_latency(-1.0)  # a clock step back: ignored
+    assert admission.commit_latency_s == pytest.approx(0.2)
+    assert job_capacity(admission, layout) == pytest.approx(200)  # the saturated overhead's, alone
+
+
 def test_the_busiest_bucket_is_counted_at_every_factor():
     from autosizer.elasticity import FACTORS, MAX_FACTOR
     from autosizer.pipeline.slots import busiest_buckets

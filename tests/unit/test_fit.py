@@ -28,6 +28,7 @@ def run_series(shares=(0.5, 0.3, 0.2, 0.15)):
         "hot_share": hot,
         "deadline": [({}, [(x, 3.0) for x in t])],
         "overhead": [({}, [(x, 0.5 + (i % 2) * 0.1) for i, x in enumerate(t)])],
+        "commit_latency": [({}, [(x, 0.15) for x in t])],
         "restart": [({}, [(x, 1.2) for x in t[30:]])],
         "factor": [({}, [(x, 1.0 if x < START + 30 else 2.0) for x in t])],
         "lag_seconds": [({}, [(x, float(i % 5)) for i, x in enumerate(t)])],
@@ -43,14 +44,16 @@ def test_the_job_model_is_what_the_run_measured():
     assert job.restart_downtime_s == pytest.approx(1.2)
     assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.15)
     assert job.duty() == pytest.approx(3 / 3.5)
+    assert job.commit_latency_s == pytest.approx(0.15) and job.latency(2) == pytest.approx(0.15)
 
 
 def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
     series = run_series()
-    for name in ("hot_share", "overhead", "restart"):
+    for name in ("hot_share", "overhead", "restart", "commit_latency"):
         series[name] = []
     job = fit_job(series)
     assert not job.hot_share_table_measured and job.batch_overhead_s == 0.6 and job.restart_downtime_s == 5.0
+    assert job.commit_latency_s is None and job.latency(1) == 0.6  # no measurement: the overhead
     with pytest.raises(ValueError, match="no input rate series"):
         fit_job({"input_rate": []})
 

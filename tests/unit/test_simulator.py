@@ -285,3 +285,54 @@ def test_a_rescale_drains_the_batch_in_flight_before_the_restart():
     assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 2)]
     assert run.lag_records[15] == pytest.approx(run.lag_records[14] - 200 + 100)  # drained, +1 s of input
     assert np.allclose(np.diff(run.lag_records[15:21]), 100)  # the restart: nothing processed
+
+
+def test_a_drain_mid_batch_commits_only_what_the_tasks_did_by_then():
+    """The pipeline's drain stops a saturated batch at each task's current record. 200/s into a
+    100/s task with an 8 s deadline: the batch in flight at the 15 s tick had worked 4 s, so 400
+    records commit, not its whole 800 (the model kept the whole batch until session 12, and the
+    simulated peak lag after a rescale read low against real runs)."""
+
+    class Later(Fixed):
+        def decide(self, observation, state=None):
+            return Decision(2 if observation.time >= 15 else 1, "later"), state
+
+    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                   batch_seconds=8.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0,
+                   restart_downtime_s=5)
+    run = simulate(workloads.constant(200, seconds=60, noise=0), job, Later(1),
+                   Guards(cooldown_s=0, scale_down_delay_s=0), tick_s=15)
+    assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 2)]
+    assert run.lag_records[15] == pytest.approx(run.lag_records[14] + 200 - 400)
+    assert np.allclose(np.diff(run.lag_records[15:20]), 200)  # the restart: nothing processed
+
+
+def test_the_lag_in_seconds_is_the_oldest_records_mean_age_over_the_batch_cycle():
+    """A probe reads the age at a random moment of the batch cycle, so the simulated second
+    reports its mean, not its end. 50/s at 100/s per task, 0.25 s fixed cost, 1 s trigger: each
+    batch starts on the trigger, works 0.5 s and commits 0.75 s in; the oldest waiting record
+    arrived just after the last batch started, so its age runs from 0.75 s after a commit to
+    1.75 s before the next. The end of each second (in phase with the trigger) reads 1.0."""
+    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                   batch_seconds=3.0, batch_overhead_s=0.25, trigger_s=1.0, run_ahead=1.5)
+    run = simulate(workloads.constant(50, seconds=60, noise=0), job, Fixed(1), tick_s=15)
+    assert np.allclose(run.lag_seconds[1:], 1.25)
+
+
+def test_a_batch_commits_its_latency_after_its_work_and_the_next_starts_after_its_overhead():
+    """The pipeline measures both: a batch's wait from its read boundary to its commit beyond its
+    work (`commit_latency_s`), and a saturated batch's whole fixed cost (`batch_overhead_s`, which
+    also holds Spark's own offset commit and the gap to the next batch). At 50/s into a 100/s
+    task a batch works 0.5 s from its trigger; with a 0.1 s latency it commits 0.6 s in, so the
+    oldest record's age runs from 0.6 to 1.6 s (mean 1.1); without one the commit waits the
+    whole 0.4 s overhead (mean 1.4). Capacity, set by the saturated cycle, is the same."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                  batch_seconds=3.0, batch_overhead_s=0.4, trigger_s=1.0, run_ahead=1.5)
+    measured, assumed = JobModel(**common, commit_latency_s=0.1), JobModel(**common)
+    low = workloads.constant(50, seconds=60, noise=0)
+    assert np.allclose(simulate(low, measured, Fixed(1), tick_s=15).lag_seconds[1:], 1.1)
+    assert np.allclose(simulate(low, assumed, Fixed(1), tick_s=15).lag_seconds[1:], 1.4)
+    assert measured.duty() == assumed.duty()
+    with pytest.raises(ValueError, match="commit_latency_s"):
+        JobModel(commit_latency_s=-0.1)
+
