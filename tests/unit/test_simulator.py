@@ -268,21 +268,26 @@ def test_the_simulated_daemon_ticks_at_start_and_reads_the_input_over_its_window
         simulate(workloads.Workload("step", rate), job, Fixed(1), tick_s=5, window_s=0)
 
 
-def test_a_rescale_drains_the_batch_in_flight_before_the_restart():
-    """The pipeline's drain lets the batch in flight commit (its work is kept), then nothing runs
-    for the restart downtime: at 100/s the lag falls by that batch's 200 records, then grows."""
-    from autosizer.policies import Decision
+def rescaled_at_15(batch_seconds: float, rate: float) -> Run:
+    """One 100/s task, 1 s trigger and fixed cost, 5 s restart, asked for F=2 from the 15 s tick."""
 
     class Later(Fixed):
         def decide(self, observation, state=None):
             return Decision(2 if observation.time >= 15 else 1, "later"), state
 
     job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
-                   batch_seconds=2.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0,
+                   batch_seconds=batch_seconds, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0,
                    restart_downtime_s=5)
-    run = simulate(workloads.constant(100, seconds=60, noise=0), job, Later(1),
+    run = simulate(workloads.constant(rate, seconds=60, noise=0), job, Later(1),
                    Guards(cooldown_s=0, scale_down_delay_s=0), tick_s=15)
     assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 2)]
+    return run
+
+
+def test_a_rescale_drains_the_batch_in_flight_before_the_restart():
+    """The pipeline's drain lets the batch in flight commit (its work is kept), then nothing runs
+    for the restart downtime: at 100/s the lag falls by that batch's 200 records, then grows."""
+    run = rescaled_at_15(batch_seconds=2.0, rate=100)
     assert run.lag_records[15] == pytest.approx(run.lag_records[14] - 200 + 100)  # drained, +1 s of input
     assert np.allclose(np.diff(run.lag_records[15:21]), 100)  # the restart: nothing processed
 
@@ -292,17 +297,7 @@ def test_a_drain_mid_batch_commits_only_what_the_tasks_did_by_then():
     100/s task with an 8 s deadline: the batch in flight at the 15 s tick had worked 4 s, so 400
     records commit, not its whole 800 (the model kept the whole batch until session 12, and the
     simulated peak lag after a rescale read low against real runs)."""
-
-    class Later(Fixed):
-        def decide(self, observation, state=None):
-            return Decision(2 if observation.time >= 15 else 1, "later"), state
-
-    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
-                   batch_seconds=8.0, batch_overhead_s=1.0, trigger_s=1.0, run_ahead=10.0,
-                   restart_downtime_s=5)
-    run = simulate(workloads.constant(200, seconds=60, noise=0), job, Later(1),
-                   Guards(cooldown_s=0, scale_down_delay_s=0), tick_s=15)
-    assert [(r.time, r.old, r.new) for r in run.rescales] == [(15, 1, 2)]
+    run = rescaled_at_15(batch_seconds=8.0, rate=200)
     assert run.lag_records[15] == pytest.approx(run.lag_records[14] + 200 - 400)
     assert np.allclose(np.diff(run.lag_records[15:20]), 200)  # the restart: nothing processed
 
