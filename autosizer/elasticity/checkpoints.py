@@ -205,11 +205,14 @@ class Checkpoints:
 
     # --- progress ------------------------------------------------------------------------------
 
-    def advance(self, task_name: str, topic: str, partition: int, next_offset: int) -> None:
-        """Record that every message of the task in this partition below `next_offset` is done.
+    def advance(self, task_name: str, topic: str, partition: int, next_offset: int,
+                marks: Mapping[int, int] | None = None, modulus: int | None = None) -> None:
+        """Record that every message of the task in this partition below `next_offset` is done,
+        and, for the residues of `h mod modulus` in `marks`, below their mark instead (the lanes a
+        deadline cut at different offsets).
 
-        Never moves a position backwards and keeps finer marks above `next_offset` (after a merge
-        a batch can end below a child's old mark).
+        Never moves a position backwards and keeps finer marks above the new positions (after a
+        merge a batch can end below a child's old mark).
         """
         entry = self._entry(task_name, topic, partition)
         if (topic, partition) in self.blocked_partitions():
@@ -217,7 +220,15 @@ class Checkpoints:
                 f"{topic}[{partition}] is an expansion child still waiting for its parent's "
                 "barrier: do not read or advance it until blocked_partitions() releases it"
             )
-        self._raise_next(entry, next_offset, self.layout.task(task_name).factor)
+        task = self.layout.task(task_name)
+        if marks:
+            if modulus is None or modulus < task.factor or modulus & (modulus - 1):
+                raise ValueError(f"marks need a power-of-two modulus >= the factor {task.factor}, "
+                                 f"not {modulus!r}")
+            replaced = _raise_marks(entry, next_offset, modulus, marks, task.factor, task.bucket)
+            entry.next, entry.modulus, entry.marks = replaced.next, replaced.modulus, replaced.marks
+        else:
+            self._raise_next(entry, next_offset, task.factor)
         self._blocked = None
 
     def resolve_defaults(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -392,6 +403,20 @@ def _merge(children: list[Progress], old_factor: int, factor: int, bucket: int) 
     low = None if any(v is None for v in values) else min(values)  # type: ignore[type-var]
     marks = {r: v for r, v in positions.items() if v is not None and (low is None or v > low)}
     return _coarsen(low, modulus, marks, factor)
+
+
+def _raise_marks(entry: Progress, next_offset: int, modulus: int, marks: Mapping[int, int],
+                 factor: int, bucket: int) -> Progress:
+    """`entry` raised, residue by residue, to `marks` (else `next_offset`): each residue keeps the
+    higher of its old and new position, at the finer of the two moduli."""
+    finest = max(modulus, entry.modulus if entry.marks else factor)
+    positions = {}
+    for r in range(bucket, finest, factor):
+        new = marks.get(r % modulus, next_offset)
+        old = entry.position(r)
+        positions[r] = new if old is None or new > old else old
+    low = min(positions.values())
+    return _coarsen(low, finest, {r: v for r, v in positions.items() if v > low}, factor)
 
 
 def _normalize(next: int | None, modulus: int, marks: dict[int, int], factor: int) -> Progress:

@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from autosizer.elasticity import Layout
+from autosizer.elasticity import FACTORS, Layout
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
 
@@ -161,18 +161,18 @@ class Admission:
     # --- what a controller reads ---------------------------------------------------------------
 
     def partition_capacity(self, layout: Layout) -> dict[TopicPartition, float]:
-        """Records/s a partition can take in key order: the task that hits its rate first sets
-        it (rate / share of the input), so a hot bucket caps its partition; a partition whose
-        shares are not measured yet assumes even buckets."""
+        """Records/s a partition can take in key order: its tasks' threads share its key lanes,
+        so the busiest thread (an even share, or the busiest lane: `hot_shares`) fills first; a
+        partition whose lanes are not measured yet assumes even ones."""
+        index = FACTORS.index(layout.factor)
         out: dict[TopicPartition, float] = {}
         for tp in layout.partitions():
-            bounds = []
-            for task in layout.readers(*tp):
-                share = self.shares.get((task.name, *tp), 1 / layout.factor)
-                rate = (self.task_rate(task.name) or self._assumed / layout.factor) / len(task.partitions)
-                bounds.append(math.inf if share <= 0 else rate / share)
-            finite = [b for b in bounds if math.isfinite(b)]
-            out[tp] = min(finite) if finite else 0.0
+            readers = layout.readers(*tp)
+            rate = statistics.mean(
+                (self.task_rate(t.name) or self._assumed / layout.factor) / len(t.partitions) for t in readers)
+            measured = self.hot_shares.get(tp)
+            share = max(1 / len(readers), measured[index] if measured else 0.0)
+            out[tp] = rate / share
         return out
 
 

@@ -62,7 +62,10 @@ PROGRESS_SCHEMA = pa.schema(
         ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
         ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()), ("owned", pa.int64()),
         ("pending", pa.int64()), ("read", pa.int64()), ("slot_records", pa.int64()),
-        ("hottest", pa.list_(pa.int64())),
+        ("hottest", pa.list_(pa.float64())),
+        # lanes the deadline cut above next_offset: residues of h mod modulus, their offsets
+        ("mark_residues", pa.list_(pa.int64())), ("mark_offsets", pa.list_(pa.string())),
+        ("modulus", pa.int64()),
     ]
 )
 
@@ -622,7 +625,8 @@ class PipelineAgent:
                   "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
                   "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
                   "pending": p.pending, "read": p.read, "slot_records": result.records,
-                  "hottest": list(p.hottest)}
+                  "hottest": list(p.hottest), "mark_residues": list(p.marks),
+                  "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -637,14 +641,16 @@ class PipelineAgent:
         for row in rows:
             wall_ns[row["task"]] = row["wall_ns"]
             slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9)
+            marks = dict(zip(row["mark_residues"] or (), map(int, row["mark_offsets"] or ()), strict=True))
             with self._cp_lock:
-                cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]))
+                cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]),
+                           marks, row["modulus"])
             touched.add(row["task"])
             progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
                                          int(row["next_offset"]), row["records"], row["outputs"],
                                          row["process_ns"], tuple(row["histogram"] or ()),
                                          row["busy_ns"], row["owned"], row["pending"], row["read"],
-                                         tuple(row["hottest"] or ())))
+                                         tuple(row["hottest"] or ()), marks, row["modulus"]))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)

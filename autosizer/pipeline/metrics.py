@@ -19,18 +19,21 @@ Series (labels in braces):
 Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_slot_records{slot}                    records one slot processed, last batch
   autosizer_pipeline_slot_seconds{slot}                    that slot's wall time, last batch
-  autosizer_pipeline_task_saturated_rate{task}             records/s the task does while it has a
-                                                           backlog (records / its thread's busy time)
+  autosizer_pipeline_task_saturated_rate{task}             records/s one thread does on the task's
+                                                           records while they are a backlog (records
+                                                           / the threads' busy time on its lanes)
   autosizer_pipeline_task_input_share{task,topic,partition} the task's share of the partition's input
   autosizer_pipeline_task_pending_records{task,topic,partition} records the task left at the last
                                                            batch's deadline (> 0: saturated)
   autosizer_pipeline_partition_capacity{topic,partition}   records/s the partition can take in key
-                                                           order: min over its tasks of rate / share
+                                                           order: a thread's rate / the busiest
+                                                           thread's share (hot_share at the factor)
   autosizer_pipeline_admitted_span{topic,partition}        records the next batch may read past the
                                                            slowest task
-  autosizer_pipeline_hot_share{topic,partition,factor}     the busiest key bucket's share of the
+  autosizer_pipeline_hot_share{topic,partition,factor}     the busiest thread's share of the
                                                            partition's input, were the job at that
-                                                           factor (every power of two: what a
+                                                           factor: an even 1/F, or its busiest key
+                                                           lane if more (every power of two: what a
                                                            rescale would buy)
   autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
   autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
@@ -294,7 +297,7 @@ class PipelineMetrics(Collector):
             pending.add_metric([task, topic, str(partition)], value)
         yield pending
         capacity = GaugeMetricFamily("autosizer_pipeline_partition_capacity",
-                                     "Records/s a partition can take in key order (hottest task bound)",
+                                     "Records/s a partition can take in key order (busiest thread bound)",
                                      labels=["topic", "partition"])
         for (topic, partition), value in sorted(self.capacity.items()):
             capacity.add_metric([topic, str(partition)], value)
@@ -306,7 +309,7 @@ class PipelineMetrics(Collector):
             span.add_metric([topic, str(partition)], value)
         yield span
         hot = GaugeMetricFamily("autosizer_pipeline_hot_share",
-                                "The busiest key bucket's share of a partition's input at a factor",
+                                "The busiest thread's share of a partition's input at a factor (busiest key lane or 1/F)",
                                 labels=["topic", "partition", "factor"])
         for (topic, partition), shares in sorted(self.hot_shares.items()):
             for factor, value in zip(FACTORS, shares, strict=False):

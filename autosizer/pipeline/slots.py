@@ -1,15 +1,19 @@
-"""One slot of a micro-batch: the virtual tasks of some partitions, each on its own thread.
+"""One slot of a micro-batch: the virtual tasks of some partitions, sharing a pool of threads.
 
 A slot is one Spark task. It receives every record of the partitions it owns (read once, fanned
-out locally, the seed's own optimisation), keeps what each virtual task `accepts`, and runs each
-virtual task on its own thread in offset order (the seed: "the container can leverage multiple
-threads for the multiple virtual tasks"). It returns the outputs and, for every virtual task
-reading a partition that had records, how far that task got.
+out locally, the seed's own optimisation) and keeps what each virtual task `accepts`. It then
+runs as many threads as it has virtual tasks (the seed: "the container can leverage multiple
+threads for the multiple virtual tasks"), but a thread is not tied to one task: each task's
+records are cut into key lanes (`elasticity.lanes`), a lane runs on one thread at a time in
+offset order, and a thread whose lane ran dry takes the ready lane with the oldest record. Every
+key keeps its order; with few keys per bucket no thread idles while a heavy bucket finishes.
+It returns the outputs and, for every virtual task reading a partition that had records, how far
+that task got.
 
-A batch is bounded in time, not in records: each task works until the slot's `Deadline`, then
-stops where it is and reports the first offset it did not process. A task that runs out of work
-simply finishes, so a light bucket never waits for a heavy sibling inside a batch, and the next
-batch re-reads each partition from its slowest task (the light tasks skip what they did).
+A batch is bounded in time, not in records: lanes take turns until the slot's `Deadline`, then
+each stops where it is. A task reports the first offset any of its lanes did not process, and the
+lanes that got further as finer marks (the checkpoint skips what they did); the next batch
+re-reads each partition from its slowest task.
 
 Pure apart from calling the user's function: no Spark here, so it is tested on its own.
 """
@@ -17,6 +21,8 @@ Pure apart from calling the user's function: no Spark here, so it is tested on i
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -28,15 +34,18 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
-from autosizer.elasticity import FACTORS, MAX_FACTOR, Checkpoints, key_hashes
+from autosizer.elasticity import MAX_FACTOR, Checkpoints, key_hashes
+from autosizer.elasticity.lanes import busiest_workers, lane_modulus
 
 Output = tuple[bytes | None, bytes]
 # Seconds; the edges of the process-time histogram (the seed's process-ns).
 PROCESS_TIME_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
 PROCESS_TIME_BUCKETS_NS = tuple(int(b * 1e9) for b in PROCESS_TIME_BUCKETS)
-# Rows turned into Python objects at a time, and the turn a task gives each of its partitions:
-# bounds a slot's memory to its Arrow data, and no partition of a task starves another.
+# Rows turned into Python objects at a time: bounds a slot's memory to its Arrow data.
 CHUNK_ROWS = 256
+# A lane's turn on a thread: short enough that lanes share the threads evenly (and a deadline cuts
+# them close together), long enough that taking turns costs well under 1% of the work.
+QUANTUM_NS = 20_000_000
 
 
 class Record(NamedTuple):
@@ -96,10 +105,13 @@ class WallDeadline:
 class TaskProgress:
     """How one virtual task did in one partition during one batch.
 
-    `owned` counts the records of the task's keys among everything read from the partition (its
-    share of the input); `pending` counts those it accepted but left for the next batch because
-    the deadline came first (`pending > 0` means the task was saturated); `busy_ns` is the wall
-    time its thread spent on them, so records / busy time is its rate while it had a backlog.
+    `next_offset` is the first offset some lane of the task did not process; lanes that got
+    further are `marks` (residue of `h mod modulus` -> its first unprocessed offset), empty when
+    every lane finished. `owned` counts the records of the task's keys among everything read from
+    the partition (its share of the input); `pending` counts those it accepted but left for the
+    next batch because the deadline came first (`pending > 0` means the task was saturated);
+    `busy_ns` is the wall time threads spent on its lanes, so records / busy time is the rate of
+    one thread on its records while they had a backlog.
     """
 
     task: str
@@ -114,9 +126,12 @@ class TaskProgress:
     owned: int = 0
     pending: int = 0
     read: int = 0  # every record read from the partition in this batch, the share's denominator
-    # Per factor in FACTORS: records of the partition's busiest key bucket at that factor, among
-    # the `read` ones. What a controller needs to know what a rescale would buy (hot buckets).
-    hottest: tuple[int, ...] = ()
+    # Per factor in FACTORS: records the partition's busiest thread must process at that factor
+    # (its busiest lane, or an even share), among the `read` ones. What a controller needs to
+    # know what a rescale would buy (`elasticity.lanes.busiest_workers`).
+    hottest: tuple[float, ...] = ()
+    marks: dict[int, int] = field(default_factory=dict)
+    modulus: int = 1
 
 
 @dataclass
@@ -127,18 +142,67 @@ class SlotResult:
     records: int = 0  # processed by every task of the slot
 
 
-@dataclass
-class _Work:
-    """One partition's accepted records for one task, taken in offset order."""
+class _Lane:
+    """One key lane of one task in one partition: rows [begin, begin + size) of its `_Work`."""
 
-    stats: TaskProgress
-    records: pa.Table
-    done: int = 0
-    histogram: list[int] = field(default_factory=lambda: [0] * (len(PROCESS_TIME_BUCKETS) + 1))
+    __slots__ = ("item", "residue", "begin", "size", "done", "process_ns", "busy_ns", "histogram",
+                 "outputs")
+
+    def __init__(self, item: _Work, residue: int, begin: int, size: int):
+        self.item, self.residue, self.begin, self.size = item, residue, begin, size
+        self.done = self.process_ns = self.busy_ns = 0
+        self.histogram = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
+        self.outputs: list[Output] = []
 
     @property
     def left(self) -> int:
-        return self.records.num_rows - self.done
+        return self.size - self.done
+
+    @property
+    def next_offset(self) -> int:
+        """The lane's first unprocessed record (only while it has one)."""
+        return self.item.offsets[self.begin + self.done]
+
+
+class _Work:
+    """One partition's accepted records for one task, grouped by lane, each lane in offset order."""
+
+    def __init__(self, stats: TaskProgress, records: pa.Table, offsets: np.ndarray,
+                 lanes: np.ndarray, modulus: int, owned_residues: range):
+        self.stats, self.records, self.offsets = stats, records, offsets
+        self.modulus, self.owned_residues = modulus, owned_residues
+        starts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1]]) if len(lanes) else np.array([], int)
+        bounds = [*starts.tolist(), len(lanes)]
+        self.lanes = [_Lane(self, int(lanes[b]), b, e - b) for b, e in zip(bounds, bounds[1:], strict=False)]
+        self.ns_per_record = 0.0  # the last turn's, to size the next turn's Arrow slice
+
+    def turn_rows(self) -> int:
+        """Rows to convert for one turn: what fits in QUANTUM_NS at the measured pace."""
+        if self.ns_per_record <= 0:
+            return 1
+        return max(1, min(CHUNK_ROWS, int(QUANTUM_NS / self.ns_per_record) + 1))
+
+    def finish(self) -> list[Output]:
+        """Fold the lanes into the task's progress; its outputs, lane after lane (key order)."""
+        stats, outputs = self.stats, []
+        histogram = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
+        cut: dict[int, int] = {}
+        for lane in self.lanes:
+            stats.records += lane.done
+            stats.process_ns += lane.process_ns
+            stats.busy_ns += lane.busy_ns
+            stats.outputs += len(lane.outputs)
+            stats.pending += lane.left
+            histogram = [a + b for a, b in zip(histogram, lane.histogram, strict=True)]
+            outputs += lane.outputs
+            if lane.left:
+                cut[lane.residue] = int(lane.next_offset)
+        stats.histogram = tuple(histogram)
+        if cut:  # the lowest cut lane is the task's position, every other lane a mark above it
+            low = min(cut.values())
+            stats.marks = {r: p for r in self.owned_residues if (p := cut.get(r, stats.next_offset)) > low}
+            stats.modulus, stats.next_offset = self.modulus, low
+        return outputs
 
 
 def normalize_outputs(result: Any) -> list[Output]:
@@ -171,46 +235,114 @@ def _bytes(value: Any) -> bytes | None:
 
 def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn,
              deadline: Deadline | None = None) -> SlotResult:
-    """Process one slot's records: accept per virtual task, then a thread per task, in offset
-    order, each until `deadline` (default: none, everything accepted is processed)."""
+    """Process one slot's records: accept per virtual task, cut each task's records into key
+    lanes, and run the lanes on one thread per virtual task, each lane in offset order, until
+    `deadline` (default: none, everything accepted is processed)."""
     started = time.perf_counter_ns()
-    deadline = deadline or NoDeadline()
     work, progress = _accept(table, checkpoints)
-
-    def run_task(name: str) -> list[Output]:
-        outputs: list[Output] = []
-        queue = [item for item in work[name] if item.left]
-        done = 0
-        while queue:
-            for item in list(queue):
-                t0 = time.perf_counter_ns()
-                done, cut = _run_chunk(name, item, process, deadline, done, outputs)
-                item.stats.busy_ns += time.perf_counter_ns() - t0
-                if cut:
-                    _stop_at_deadline(queue)
-                    return outputs
-                if not item.left:
-                    queue.remove(item)
-        return outputs
-
+    lanes = [lane for items in work.values() for item in items for lane in item.lanes]
+    workers = min(len({p.task for p in progress.values()}), len(lanes))
+    if workers:
+        _LanePool(lanes, process, deadline or NoDeadline()).run(workers)
     outputs: list[Output] = []
-    if work:
-        with ThreadPoolExecutor(max_workers=len(work), thread_name_prefix="vtask") as pool:
-            for produced in pool.map(run_task, sorted(work)):
-                outputs += produced
-    for items in work.values():
-        for item in items:
-            item.stats.histogram = tuple(item.histogram)
+    for name in sorted(work):
+        for item in work[name]:
+            outputs += item.finish()
     stats = list(progress.values())
     return SlotResult(outputs, stats, time.perf_counter_ns() - started, sum(p.records for p in stats))
 
 
+class _LanePool:
+    """Threads that take the ready lane with the oldest record, give it one turn (`QUANTUM_NS` of
+    work, at most CHUNK_ROWS records), and put it back: a lane is never on two threads at once,
+    and lanes of every task advance together, so a deadline cuts them close to one another."""
+
+    def __init__(self, lanes: list[_Lane], process: ProcessFn, deadline: Deadline):
+        self.process, self.deadline = process, deadline
+        self.ready = [(lane.next_offset, i, lane) for i, lane in enumerate(lanes) if lane.left]
+        heapq.heapify(self.ready)
+        self.order = len(lanes)  # tie-breaker for lanes put back
+        self.running = 0
+        # records processed per task in this batch: counted without a lock (next() on a C
+        # iterator is atomic), since a lock taken per record makes 64 threads queue for it
+        self.counters = {lane.item.stats.task: itertools.count(1) for lane in lanes}
+        self.done: dict[str, int] = {}
+        self.cond = threading.Condition()
+
+    def run(self, workers: int) -> None:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vtask") as pool:
+            for _ in pool.map(lambda _: self._work(), range(workers)):
+                pass
+
+    def _work(self) -> None:
+        while (lane := self._take()) is not None:
+            cut = True
+            try:
+                cut = self._turn(lane)
+            finally:
+                self._put_back(lane, cut)
+
+    def _take(self) -> _Lane | None:
+        with self.cond:
+            while not self.ready and self.running:
+                self.cond.wait()
+            if not self.ready:
+                return None
+            self.running += 1
+            return heapq.heappop(self.ready)[2]
+
+    def _put_back(self, lane: _Lane, cut: bool) -> None:
+        with self.cond:
+            self.running -= 1
+            if lane.left and not cut:
+                self.order += 1
+                heapq.heappush(self.ready, (lane.next_offset, self.order, lane))
+                self.cond.notify()
+            elif not self.running:
+                self.cond.notify_all()  # nothing left to run: the waiting threads may end
+
+    def _turn(self, lane: _Lane) -> bool:
+        """One turn of a lane; True when the deadline cut it (it is not put back)."""
+        item, name = lane.item, lane.item.stats.task
+        if self.deadline.expired(name, self.done.get(name, 0)):
+            return True  # checked before converting rows: past the deadline, lanes just stop
+        stats = item.stats
+        t0 = time.perf_counter_ns()
+        rows = item.records.slice(lane.begin + lane.done, min(lane.left, item.turn_rows())).to_pylist()
+        done = 0
+        try:
+            for row in rows:
+                if done and self.deadline.expired(name, self.done.get(name, 0)):
+                    return True
+                record = Record(row["key"], row["value"], stats.topic, stats.partition,
+                                int(row["offset"]), row["timestamp"])
+                r0 = time.perf_counter_ns()
+                produced = normalize_outputs(self.process(record))
+                elapsed = time.perf_counter_ns() - r0
+                lane.process_ns += elapsed
+                lane.histogram[bisect.bisect_left(PROCESS_TIME_BUCKETS_NS, elapsed)] += 1
+                lane.outputs += produced
+                lane.done += 1
+                done += 1
+                self.done[name] = next(self.counters[name])
+                if r0 + elapsed - t0 >= QUANTUM_NS:
+                    break
+            return False
+        finally:
+            spent = time.perf_counter_ns() - t0
+            lane.busy_ns += spent
+            if done:
+                item.ns_per_record = spent / done
+
+
 def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_Work]], dict]:
-    """Per virtual task, the records it accepts in each partition, and a progress entry for
-    every task reading a partition that had records (one without records still advances)."""
+    """Per virtual task, the records it accepts in each partition, cut into lanes, and a progress
+    entry for every task reading a partition that had records (one without records still
+    advances)."""
     layout = checkpoints.layout
     known = set(layout.partitions())
     blocked = checkpoints.blocked_partitions()
+    modulus = lane_modulus(layout.factor)
     work: dict[str, list[_Work]] = {}
     progress: dict[tuple[str, str, int], TaskProgress] = {}
     if not table.num_rows:
@@ -232,7 +364,8 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
         residues = np.bincount((hashes & np.uint64(MAX_FACTOR - 1)).astype(np.int64),
                                minlength=MAX_FACTOR)
         owned = residues.reshape(-1, layout.factor).sum(axis=0)
-        hottest = busiest_buckets(residues)
+        hottest = busiest_workers(residues)
+        lanes_of = (hashes & np.uint64(modulus - 1)).astype(np.int64)
         end = int(offsets[-1]) + 1
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
@@ -240,8 +373,12 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                                  read=len(offsets), hottest=hottest)
             progress[(task.name, topic, partition)] = stats
             if mask.any():
+                lanes = lanes_of[mask]
+                order = np.argsort(lanes, kind="stable")  # by lane, each still in offset order
                 chosen = records.filter(pa.array(mask)).select(["key", "value", "offset", "timestamp"])
-                work.setdefault(task.name, []).append(_Work(stats, chosen))
+                work.setdefault(task.name, []).append(_Work(
+                    stats, chosen.take(pa.array(order)), offsets[mask][order], lanes[order], modulus,
+                    range(task.bucket, modulus, task.factor)))
     return work, progress
 
 
@@ -263,41 +400,3 @@ def _low_bits(offsets: np.ndarray) -> np.ndarray:
     if offsets.dtype != object:
         return offsets
     return np.array([int(o) & (2**63 - 1) for o in offsets], dtype=np.int64)
-
-
-def busiest_buckets(residues: np.ndarray) -> tuple[int, ...]:
-    """Per factor in FACTORS, the records of the busiest bucket, from counts per residue of
-    `h mod MAX_FACTOR` (bucket b at factor f holds the residues r with r mod f == b)."""
-    return tuple(int(residues.reshape(-1, f).sum(axis=0).max()) for f in FACTORS)
-
-
-def _run_chunk(name: str, item: _Work, process: ProcessFn, deadline: Deadline, done: int,
-               outputs: list[Output]) -> tuple[int, bool]:
-    """Up to CHUNK_ROWS of one partition's records for one task; (records done, cut short)."""
-    stats = item.stats
-    rows = item.records.slice(item.done, CHUNK_ROWS).to_pylist()
-    for row in rows:
-        if deadline.expired(name, done):
-            return done, True
-        record = Record(row["key"], row["value"], stats.topic, stats.partition, int(row["offset"]),
-                        row["timestamp"])
-        t0 = time.perf_counter_ns()
-        produced = normalize_outputs(process(record))
-        elapsed = time.perf_counter_ns() - t0
-        stats.process_ns += elapsed
-        item.histogram[bisect.bisect_left(PROCESS_TIME_BUCKETS_NS, elapsed)] += 1
-        outputs += produced
-        stats.outputs += len(produced)
-        stats.records += 1
-        item.done += 1
-        done += 1
-    return done, False
-
-
-def _stop_at_deadline(queue: list[_Work]) -> None:
-    """Every unfinished partition of a task resumes at its first unprocessed accepted record:
-    all of the task's messages below it are done (processed, or skipped as already done)."""
-    for item in queue:
-        if item.left:
-            item.stats.next_offset = int(item.records.column("offset")[item.done].as_py())
-            item.stats.pending = item.left

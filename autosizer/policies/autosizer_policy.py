@@ -20,10 +20,10 @@ What it adds to the utilization rule, and why:
   `day_lead_s` ahead, and down only to the plan's factor, so a daily ramp is one rescale each way.
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
-  busiest key bucket's share of each partition at that factor (the pipeline counts it for every
-  power of two: with few keys the hottest bucket, not the average, fills first), and the share of
-  time a saturated batch leaves its tasks (the batch overhead). The chosen factor runs the
-  hottest task at `target_utilization`.
+  busiest thread's share of each partition at that factor (the pipeline counts it for every
+  power of two: an even share, or with few keys the busiest key lane, which one thread must carry
+  alone), and the share of time a saturated batch leaves its tasks (the batch overhead). The
+  chosen factor runs the busiest thread at `target_utilization`.
 - Ineffective scale-ups. After a scale-up settles it compares the throughput measured while the
   job had a backlog (at least `backlog_s` of its input waiting, and that old: records that were
   late reaching the broker are old but not waiting), before and after. If it grew by less than 10% (or a quarter of what the
@@ -83,7 +83,7 @@ class AutosizerPolicy:
                  hot_lag_share: float = 0.5, trend_window_s: float = 600.0, backlog_s: float = 10.0,
                  lull_memory_s: float = 10800.0, day_lead_s: float = 1800.0,
                  day_ahead_s: float = 3600.0, plan_horizon_s: float = 12 * 3600.0,
-                 rescale_cost_s: float = 3600.0, plan_utilization: float = 0.7):
+                 rescale_cost_s: float = 7200.0, plan_utilization: float = 0.7):
         self.target = fraction("target_utilization", target_utilization)
         self.down = fraction("scale_down_utilization", scale_down_utilization)
         if self.down >= self.target:
@@ -116,7 +116,10 @@ class AutosizerPolicy:
         last = state if isinstance(state, AutosizerState) else AutosizerState()
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
-        peaks = _remember_peak(last.peaks, obs.time, obs.input_rate, self.lull_memory)
+        growth = _growth(obs, last.lag_seen)
+        arriving = _arriving(obs, growth)
+        # the input the scale-up sizes for is what a returning peak is remembered as
+        peaks = _remember_peak(last.peaks, obs.time, arriving, self.lull_memory)
         task_rate = obs.task_rate or last.task_rate
         capacity = obs.capacity(current, task_rate) if task_rate else 0.0
         backlogged = _behind(obs, self.backlog_s)
@@ -154,7 +157,7 @@ class AutosizerPolicy:
                 ceiling, ceiling_until = back, obs.time + self.memory
                 return answer(back, reason, details)
 
-        forecast = _arriving(obs, last.lag_seen) + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
+        forecast = arriving + _trend(times, rates) * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
         lead = None
@@ -181,7 +184,7 @@ class AutosizerPolicy:
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
-                      f"{task_rate:.1f}/s per task, hottest bucket {_hottest(obs, wish):.1%})")
+                      f"{task_rate:.1f}/s per task, busiest thread {_hottest(obs, wish):.1%})")
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up = early, obs.time
@@ -214,10 +217,15 @@ class AutosizerPolicy:
             return current, (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
                              f"{self.lull_memory / 60:.0f} min is {usual:.0f}/s (a lull, not less work)")
         top = max((r for _, r in peaks), default=0.0)
-        wish = max(wish, _fitting(obs, task_rate, self.target, top))
+        wish = max(wish, _fitting(obs, task_rate, self.plan_utilization, top))
         if wish >= current:
             return current, (f"hold: input {recent:.0f}/s would fit less, but it reached "
                              f"{top:.0f}/s within {self.lull_memory / 60:.0f} min")
+        later = self._after_memory(obs, task_rate, recent, peaks)
+        if later < wish:
+            return current, (f"hold: input {recent:.0f}/s fits {later} once the peaks that need {wish} "
+                             f"leave the {self.lull_memory / 60:.0f}-min memory within "
+                             f"{self.rescale_cost / 60:.0f} min (one rescale, not a step on the way)")
         if obs.time - planned_up < self.day_ahead:
             return current, (f"hold: scaled up for the day plan {(obs.time - planned_up) / 60:.0f} "
                              f"min ago; the day gets {self.day_ahead / 60:.0f} min to come as it did before")
@@ -227,6 +235,16 @@ class AutosizerPolicy:
             if wish >= current:
                 return current, note
         return wish, f"input {usual:.0f}/s fits {wish} at <= {self.down:.0%} utilization" + note
+
+    def _after_memory(self, obs: Observation, task_rate: float, recent: float,
+                      peaks: tuple[tuple[float, float], ...]) -> int:
+        """The factor a scale-down could go to `rescale_cost_s` from now, when the peaks older
+        than that have left the lull memory and the input stays at `recent`: holding the current
+        factor that long costs no more than the extra rescale a step on the way would."""
+        kept = tuple(p for p in peaks if p[0] > obs.time - self.lull_memory + self.rescale_cost)
+        usual = max(recent, _usual(kept))
+        return max(_fitting(obs, task_rate, self.down, usual),
+                   _fitting(obs, task_rate, self.plan_utilization, max((r for _, r in kept), default=0.0)))
 
     def _plan(self, obs: Observation, task_rate: float, plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None
               ) -> tuple[tuple[int, int], np.ndarray, np.ndarray] | None:
@@ -291,7 +309,7 @@ class AutosizerPolicy:
 
         Throughput under backlog is what the job delivered flat out. Without a backlog (it caught
         up, or never fell behind) the capacity measured now stands in: the per-task rate measured
-        at the new factor, over its tasks and hottest buckets."""
+        at the new factor, over its threads and their busiest key lanes."""
         old, new, before, rate = trial
         after = throughput if throughput is not None else capacity
         if after <= 0:
@@ -382,14 +400,19 @@ def _hottest(obs: Observation, factor: int) -> float:
     return float(obs.hot_share(factor).max()) if obs.partition_count else 0.0
 
 
-def _arriving(obs: Observation, seen: tuple[float, float, int] | None) -> float:
+def _growth(obs: Observation, seen: tuple[float, float, int] | None) -> float:
+    """Records/s the backlog grew since the last tick under the same factor (0: it did not, or
+    the last tick cannot tell)."""
+    if seen is None or seen[2] != obs.factor or obs.time <= seen[0]:
+        return 0.0
+    return max(0.0, (obs.lag_records - seen[1]) / (obs.time - seen[0]))
+
+
+def _arriving(obs: Observation, growth: float) -> float:
     """The input now: the rate window's, or, when the backlog grew since the last tick under the
     same factor, what was processed plus that growth. A rate window still averages in the time
     before a step for a window's length; the backlog has the whole step in it already."""
-    if seen is None or seen[2] != obs.factor or obs.time <= seen[0]:
-        return obs.input_rate
-    grown = (obs.lag_records - seen[1]) / (obs.time - seen[0])
-    return max(obs.input_rate, obs.processed_rate + grown) if grown > 0 else obs.input_rate
+    return max(obs.input_rate, obs.processed_rate + growth) if growth > 0 else obs.input_rate
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:

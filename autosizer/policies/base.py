@@ -116,8 +116,8 @@ class Observation:
     age_s: float = 0.0  # how old the newest sample is
     # What the pipeline measured of its own capacity (None/unknown: the older estimates apply):
     saturated_rate: float | None = None  # records/s one virtual task does while it has a backlog
-    # (partitions, len(FACTORS)): the busiest key bucket's share of each partition's input at
-    # each factor; NaN where unknown (even buckets are assumed there)
+    # (partitions, len(FACTORS)): the busiest thread's share of each partition's input at each
+    # factor (an even share, or its busiest key lane); NaN where unknown (even is assumed there)
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
     history: InputHistory | None = None  # the input by time of day over recent days, if recorded
@@ -163,7 +163,7 @@ class Observation:
         return self.task_capacity
 
     def hot_share(self, factor: int) -> np.ndarray:
-        """Per partition, the busiest bucket's share of its input at `factor` (1/factor unknown)."""
+        """Per partition, the busiest thread's share of its input at `factor` (1/factor unknown)."""
         return self._shares()[:, FACTORS.index(factor)]
 
     def _shares(self) -> np.ndarray:
@@ -198,7 +198,7 @@ class Observation:
         return (self.duty * task_rate) / busiest
 
     def capacity(self, factor: int, task_rate: float) -> float:
-        """Records/s the job can take at `factor` in key order: per partition the busiest bucket
+        """Records/s the job can take at `factor` in key order: per partition the busiest thread
         saturates first (`task_rate / hot share`), the partition that fills first at today's input
         mix caps the job, and the batch overhead takes its share of the time."""
         return float(self.capacities(task_rate)[FACTORS.index(factor)])

@@ -1,6 +1,6 @@
 """The simulation loop: the job's micro-batches, a policy and the guards at every tick.
 
-Each partition is two FIFO queues (its hottest bucket, the other buckets), tracked as positions
+Each partition is two FIFO queues (its busiest thread's share, the other threads'), tracked as positions
 in the topic's cumulative input, so the lag in seconds is what the pipeline reports: the age of
 the oldest unprocessed record, not backlog over the current input rate (which is 10^9 s at zero
 input). The job runs the pipeline's batches (`_batches`: trigger, admission from the slowest
@@ -287,7 +287,7 @@ class _Model:
         self.history = InputHistory()  # what the daemon records in Redis, learned as the run goes
 
     def arrivals(self, factor: int) -> np.ndarray:
-        """(P, 2): each queue's share of the topic's input (the hottest bucket, the others)."""
+        """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
         hot = np.ones(self.job.partitions) if factor == 1 else self.hot[factor]
         arrivals = self.weights[:, None] * np.stack([hot, 1.0 - hot], axis=1)
         return np.where(arrivals < 1e-12, 0.0, arrivals)  # rounding must not invent a queue

@@ -1,9 +1,10 @@
 """The simulated job: partitions, key skew, per-record work and the cluster it runs on.
 
-Keys are spread over partitions and buckets with the pipeline's own `key_hashes`, so the bucket
+Keys are spread over partitions and key lanes with the pipeline's own `key_hashes`, so the
 imbalance a simulated factor sees is the one the real job would see. Each partition is modelled
-as two queues: its hottest virtual task, and the other F − 1 tasks sharing the rest evenly. That
-is enough to show a hot key (one queue that no factor splits) without a queue per task.
+as two queues: its busiest thread (an even share, or its busiest key lane when that is more), and
+the other F − 1 threads sharing the rest evenly. That is enough to show a hot key (one queue that
+no factor splits) without a queue per task.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from functools import cached_property
 
 import numpy as np
 
-from autosizer.elasticity import FACTORS, validate_factor
+from autosizer.elasticity import FACTORS, MAX_FACTOR, validate_factor
 from autosizer.elasticity.buckets import key_hashes
+from autosizer.elasticity.lanes import busiest_worker_shares
 from autosizer.policies.base import batch_duty
 
 
@@ -122,7 +124,8 @@ class JobModel:
 
     @cached_property
     def hot_shares(self) -> dict[int, np.ndarray]:
-        """Per factor: each partition's largest bucket share, hot key included."""
+        """Per factor: each partition's busiest thread's share of it (its busiest key lane or an
+        even share, `elasticity.lanes`), hot key included."""
         if self.hot_share_table_measured:
             table = np.asarray(self.hot_share_table_measured, dtype=np.float64)
             return {f: np.maximum(table[:, i], 1.0 / f) for i, f in enumerate(FACTORS)}
@@ -133,16 +136,13 @@ class JobModel:
         hot_p = self.skew.hot_partition % self.partitions
         if hot:
             within = np.where(part == hot_p, within * (1 - hot), within)
-        hot_hash = int(key_hashes([b"hot-key"], [0])[0])
-        shares = {}
-        for factor in FACTORS:
-            buckets = (hashes & np.uint64(factor - 1)).astype(np.int64)
-            sums = np.bincount(part * factor + buckets, within, self.partitions * factor)
-            sums = sums.reshape(self.partitions, factor)
-            if hot:
-                sums[hot_p, hot_hash & (factor - 1)] += hot
-            shares[factor] = sums.max(axis=1)
-        return shares
+        residues = (hashes & np.uint64(MAX_FACTOR - 1)).astype(np.int64)
+        counts = np.bincount(part * MAX_FACTOR + residues, within, self.partitions * MAX_FACTOR)
+        counts = counts.reshape(self.partitions, MAX_FACTOR)
+        if hot:
+            counts[hot_p, int(key_hashes([b"hot-key"], [0])[0]) & (MAX_FACTOR - 1)] += hot
+        table = np.array([busiest_worker_shares(row) for row in counts])
+        return {f: table[:, i] for i, f in enumerate(FACTORS)}
 
     def task_rate(self, factor: int) -> float:
         """Records/s one virtual task manages flat out at `factor`: CPU-bound work shares the cores."""

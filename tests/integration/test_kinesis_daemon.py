@@ -52,7 +52,7 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
         # the step the rate window holds depends on when the tick fell)
         assert up["inputs"]["lag_records"] > 0 and up["inputs"]["input_rate"] > 0, up["inputs"]
         wait_until(lambda: (d := decisions.last(1)[0])["inputs"].get("lag_seconds", 99) < 5
-                   and d["factor"] > 1, 180, "lag to recover")
+                   and d["factor"] > 1, 300, "lag to recover")  # 2 cores shared with another test
         factor, dropped = store.layout().factor, time.time()
         load.set_rate(20)
         wait_until(lambda: any(d["outcome"] == "scale_down" and d["time"] > dropped

@@ -58,12 +58,19 @@ def test_tiny_samples_do_not_move_the_rate():
     assert admission.rates == {"Partition_0": 100}
 
 
-def test_capacity_is_set_by_the_hottest_task():
+def test_capacity_is_set_by_the_busiest_thread_not_the_busiest_bucket():
+    from autosizer.elasticity import FACTORS
+
     layout = Layout(topics={"orders": 1}, factor=2)
-    admission = Admission()
-    admission.observe(batch(layout, rate=100, shares={0: 0.8, 1: 0.2}))
-    # The hot task takes 80% of the input at 100/s, so the partition takes 125/s in key order.
-    assert admission.partition_capacity(layout)[("orders", 0)] == pytest.approx(125)
+    for busiest, capacity in ((800, 125), (500, 200)):
+        admission = Admission()
+        progress = batch(layout, rate=100, shares={0: 0.8, 1: 0.2})  # bucket 0 holds 80%
+        for p in progress:
+            p.hottest = tuple(1000.0 if f == 1 else float(busiest) for f in FACTORS)
+        admission.observe(progress)
+        # One lane with 80% of the input must run on one thread at 100/s: 125/s in key order.
+        # Lanes of 50% at most: the two threads share bucket 0's lanes, 200/s.
+        assert admission.partition_capacity(layout)[("orders", 0)] == pytest.approx(capacity)
 
 
 @pytest.mark.parametrize("field,value", [("batch_seconds", float("nan")), ("batch_seconds", 0),
@@ -95,17 +102,19 @@ def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity()
     assert job_capacity(admission, layout) == pytest.approx(200)  # the saturated overhead's, alone
 
 
-def test_the_busiest_bucket_is_counted_at_every_factor():
+def test_the_busiest_thread_is_counted_at_every_factor():
     from autosizer.elasticity import FACTORS, MAX_FACTOR
-    from autosizer.pipeline.slots import busiest_buckets
+    from autosizer.elasticity.lanes import busiest_workers
 
     residues = np.zeros(MAX_FACTOR, dtype=np.int64)
-    residues[[0, 1, 2, 3]] = [40, 30, 20, 10]  # residue 0 is also bucket 0 at every factor
-    residues[512] = 100  # bucket 0 at factors up to 512, bucket 512 at 1024
-    hottest = busiest_buckets(residues)
+    residues[[0, 1, 2, 3]] = [40, 30, 20, 10]  # residue 0 is also lane 0 at every factor
+    residues[512] = 100  # lane 0 up to factor 32 (modulus 512), its own lane from factor 64
+    hottest = busiest_workers(residues)
     assert len(hottest) == len(FACTORS)
-    assert hottest[:3] == (200, 160, 140)  # F=1: all; F=2: 40+20+100; F=4: 40+100
-    assert hottest[-1] == 100  # F=1024: every residue its own bucket
+    # F=1: one thread does all 200; F=2, 4: lane 0 (40 + 100) outweighs an even half or quarter
+    assert hottest[:3] == (200, 140, 140)
+    assert hottest[FACTORS.index(64)] == 100  # residue 512 alone: one thread carries it
+    assert hottest[-1] == 100
 
     layout = Layout(topics={"orders": 1}, factor=2)
     admission = Admission()
@@ -114,4 +123,4 @@ def test_the_busiest_bucket_is_counted_at_every_factor():
         p.hottest = hottest
         p.read = 200
     admission.observe(progress)
-    assert admission.hot_shares[("orders", 0)][:3] == pytest.approx((1.0, 0.8, 0.7))
+    assert admission.hot_shares[("orders", 0)][:3] == pytest.approx((1.0, 0.7, 0.7))

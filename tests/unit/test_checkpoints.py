@@ -158,3 +158,33 @@ def test_json_round_trip_and_generation_check():
         Checkpoints.from_json(cp.to_json(), layout)
     with pytest.raises(ValueError, match="must be a later generation"):
         cp.migrate(layout)
+
+
+def test_lane_marks_raise_each_residue_and_keep_a_merges_finer_marks():
+    """A deadline cut lanes at different offsets: each residue takes the higher of its old and
+    new position, at the finer modulus, and the marks collapse once every lane passes them."""
+    layout = Layout(topics={"orders": 1}, factor=2)
+    cp = Checkpoints.from_partition_offsets(layout, {("orders", 0): 100})
+    task = "Partition_0-0-2"
+    # lanes mod 8 of bucket 0 are residues 0, 2, 4, 6: lane 2 stopped at 105, lane 6 at 110
+    cp.advance(task, "orders", 0, 105, {6: 110, 0: 120, 4: 120}, 8)
+    assert cp.progress(task)[("orders", 0)] == Progress(105, 8, {0: 120, 4: 120, 6: 110})
+    assert not cp.accepts(task, "orders", 0, 109, hash_in_bucket(6, 8))
+    assert cp.accepts(task, "orders", 0, 110, hash_in_bucket(6, 8))
+    assert cp.accepts(task, "orders", 0, 105, hash_in_bucket(2, 8))
+    # an older, finer mark (a merge's, mod 16) that is ahead survives a coarser lane's lower cut
+    merged = Checkpoints(layout, {task: {("orders", 0): Progress(105, 16, {2: 130})}})
+    merged.advance(task, "orders", 0, 112, {2: 125}, 8)  # lane 2 mod 8: residues 2 and 10 mod 16
+    entry = merged.progress(task)[("orders", 0)]
+    assert entry.position(hash_in_bucket(2, 16)) == 130  # its old mark was higher
+    assert entry.position(hash_in_bucket(10, 16)) == 125
+    assert entry.position(hash_in_bucket(0, 16)) == 112
+    merged.advance(task, "orders", 0, 140)  # every lane past every mark: plain again
+    assert merged.progress(task)[("orders", 0)] == Progress(140, 2)
+
+
+def test_lane_marks_need_a_modulus_that_refines_the_factor():
+    cp = Checkpoints.initial(Layout(topics={"orders": 1}, factor=4))
+    for modulus in (None, 2, 12):
+        with pytest.raises(ValueError, match="power-of-two modulus"):
+            cp.advance("Partition_0-0-4", "orders", 0, 5, {0: 9}, modulus)

@@ -54,7 +54,7 @@ def run_batch(cp: Checkpoints, log: Log, spans, deadline, processed: list) -> No
 
     result = run_slot(table(log, ranges), cp, process, deadline)
     for p in result.progress:
-        cp.advance(p.task, p.topic, p.partition, p.next_offset)
+        cp.advance(p.task, p.topic, p.partition, p.next_offset, p.marks, p.modulus)
 
 
 keys = st.one_of(st.none(), st.binary(min_size=0, max_size=2))

@@ -244,7 +244,7 @@ def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
     measured, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400,
                                         hot_shares=hot, duty=0.85))
     assert measured.factor == 8
-    assert "hottest bucket 20.0%" in measured.reason
+    assert "busiest thread 20.0%" in measured.reason
     # 0.85 * 100 / 0.2 per partition, 4 partitions
     assert measured.details["capacity"] == pytest.approx(0.85 * 100 / 1.0 * 4)
     assert "measured capacity 1700/s" in measured.reason
@@ -321,3 +321,32 @@ def test_autosizer_reads_a_step_from_the_backlogs_growth_before_the_rate_window_
     window_only, _ = policy.decide(observe(factor=4, **behind, **steady))
     assert window_only.details["forecast"] == pytest.approx(14000), "no earlier tick: the window's rate"
     assert (decision.factor, window_only.factor) == (32, 16)
+
+
+def test_autosizer_goes_down_in_one_rescale_when_the_peak_holding_it_soon_leaves_the_memory():
+    """16 at 8,000/s for 15 min, 3,000/s for 15 min, then nothing. The 3-hour memory holds 8
+    until the 8,000/s slice leaves it, then 4 for the 15 minutes until the 3,000/s slice leaves
+    too: two rescales 15 minutes apart. With the hold, 8 waits for both and goes to 1 at once."""
+    policy = load_policy("autosizer")  # 400/s per task on 4 partitions: 1,600/s per factor step
+    state, factor, path, reasons = None, 16, [16], []
+    for t in range(0, 4 * 3600, 15):
+        rate = 8000.0 if t < 900 else 3000.0 if t < 1800 else 0.0
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=400, time=t), state)
+        reasons.append(decision.reason)
+        if decision.factor != factor:
+            factor = decision.factor
+            path.append(factor)
+    assert path == [16, 8, 1]
+    assert any("leave the 180-min memory within 120 min" in r for r in reasons)
+
+
+def test_autosizer_remembers_a_burst_at_the_height_the_backlog_shows():
+    """A 30-second burst shows in a 30-second rate window at half its height, but the backlog's
+    growth has all of it; the peak a scale-down must fit is the burst's own."""
+    policy = load_policy("autosizer")
+    state = None
+    for t in range(0, 600, 15):
+        _, state = policy.decide(observe(factor=16, input_rate=4000, task_rate=400, time=t), state)
+    _, state = policy.decide(observe(factor=16, input_rate=9000, processed=4000, lag=150_000,
+                                     task_rate=400, time=600), state)
+    assert max(r for _, r in state.peaks) == pytest.approx(4000 + 150_000 / 15)

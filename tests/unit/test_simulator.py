@@ -88,6 +88,22 @@ def test_key_skew_and_hot_keys_shape_the_buckets():
     assert zipf.max() > 2 / 8 and np.isclose(zipf.sum(), 1)
 
 
+def test_the_simulated_job_shares_its_threads_over_key_lanes_as_the_pipeline_does():
+    """Few keys: the busiest thread carries an even share while the lanes spread (the pipeline's
+    `busiest_workers`), not the busiest bucket; past one key per thread, its busiest lane."""
+    from autosizer.elasticity import MAX_FACTOR, key_hashes
+    from autosizer.elasticity.lanes import busiest_worker_shares
+
+    job = JobModel(partitions=1, skew=KeySkew(keys=50))
+    residues = (key_hashes([f"key-{i}".encode() for i in range(50)], np.zeros(50, dtype=np.int64))
+                & np.uint64(MAX_FACTOR - 1)).astype(np.int64)
+    expected = busiest_worker_shares(np.bincount(residues, minlength=MAX_FACTOR) / 50)
+    for i, factor in enumerate((1, 2, 4, 8, 16, 32, 64)):
+        assert job.hot_shares[factor][0] == pytest.approx(expected[i])
+    assert job.hot_shares[4][0] == pytest.approx(0.25)  # 50 keys over 64 lanes: an even quarter
+    assert job.hot_shares[64][0] >= 1 / 50  # one key is one thread's work
+
+
 def test_cpu_bound_work_stops_scaling_at_the_cores():
     job = JobModel(partitions=16, process_seconds=0.02, cpu_fraction=1.0, cores=64)
     assert job.useful_factor() == 4

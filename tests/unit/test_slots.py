@@ -41,30 +41,98 @@ def keys_in_buckets(factor: int, per_bucket: int) -> dict[int, list[bytes]]:
     return found
 
 
-def test_each_virtual_task_runs_on_its_own_thread_in_offset_order():
+def test_threads_as_many_as_virtual_tasks_and_every_key_in_offset_order():
     layout = Layout(topics={"orders": 1}, factor=4)
     cp = Checkpoints.initial(layout)
     keys = keys_in_buckets(4, 3)
     rows = [(keys[o % 4][o // 4 % 3], b"v%d" % o, "orders", 0, o) for o in range(40)]
-    barrier = threading.Barrier(4, timeout=30)  # releases only if all four tasks run at once
-    seen: dict[str, list[int]] = {}
+    barrier = threading.Barrier(4, timeout=30)  # releases only if four records run at once
+    seen: dict[bytes, list[int]] = {}
+    threads: set[str] = set()
     lock = threading.Lock()
 
     def process(record):
         if record.offset < 4:
             barrier.wait()
         with lock:
-            seen.setdefault(threading.current_thread().name, []).append(record.offset)
+            seen.setdefault(record.key, []).append(record.offset)
+            threads.add(threading.current_thread().name)
         return record.value
 
     result = run_slot(records_table(rows), cp, process)
-    assert len(seen) == 4
+    assert len(threads) == 4
     for offsets in seen.values():
         assert offsets == sorted(offsets)
     assert sorted(v for _, v in result.outputs) == sorted(b"v%d" % o for o in range(40))
     assert {(p.task, p.next_offset, p.records) for p in result.progress} == {
         (f"Partition_0-{b}-4", 40, 10) for b in range(4)
     }
+    assert all(not p.marks for p in result.progress)
+
+
+def keys_in_lanes(factor: int, bucket: int, lanes: int) -> list[bytes]:
+    """One key in each of `lanes` different lanes of one bucket."""
+    from autosizer.elasticity.lanes import lane_modulus
+
+    found: dict[int, bytes] = {}
+    i = 0
+    while len(found) < lanes:
+        key = f"key-{i}".encode()
+        if key_bucket(key, 0, factor) == bucket:
+            found.setdefault(key_bucket(key, 0, lane_modulus(factor)), key)
+        i += 1
+    return list(found.values())
+
+
+def test_the_keys_of_one_busy_bucket_run_on_every_thread():
+    """Two virtual tasks, every key in one of them: the idle task's thread takes the busy task's
+    lanes (the barrier needs two records of bucket 0 at once), each key still in order."""
+    layout = Layout(topics={"orders": 1}, factor=2)
+    keys = keys_in_lanes(2, 0, 4)
+    rows = [(keys[o % 4], b"v%d" % o, "orders", 0, o) for o in range(40)]
+    barrier = threading.Barrier(2, timeout=30)
+    seen: dict[bytes, list[int]] = {}
+    lock = threading.Lock()
+
+    def process(record):
+        if record.offset < 2:
+            barrier.wait()
+        with lock:
+            seen.setdefault(record.key, []).append(record.offset)
+
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), process)
+    assert all(offsets == sorted(offsets) for offsets in seen.values())
+    assert sum(map(len, seen.values())) == 40
+    by_task = {p.task: p for p in result.progress}
+    assert by_task["Partition_0-0-2"].records == 40 and by_task["Partition_0-0-2"].next_offset == 40
+
+
+def test_lanes_cut_by_the_deadline_resume_each_at_its_own_record():
+    """A deadline cuts a task's lanes at different offsets: the task reports the lowest as its
+    position and the others as marks; advanced into the checkpoint, the next batch skips exactly
+    what was done."""
+    from autosizer.elasticity.lanes import lane_modulus
+
+    layout = Layout(topics={"orders": 1}, factor=1)
+    keys = keys_in_lanes(1, 0, 3)
+    rows = [(keys[o % 3], b"%d" % o, "orders", 0, o) for o in range(30)]
+    cp = Checkpoints.initial(layout)
+    done: list[int] = []
+    first = run_slot(records_table(rows), cp, lambda r: done.append(r.offset), RecordBudget({}, default=7))
+    (progress,) = first.progress
+    assert progress.records == 7 and progress.pending == 23
+    assert progress.modulus == lane_modulus(1) and progress.marks
+    lanes = {key_bucket(k, 0, progress.modulus): k for k in keys}
+    for residue, mark in progress.marks.items():  # a mark is its lane's first record not done
+        undone = [o for o in range(30) if rows[o][0] == lanes.get(residue) and o not in done]
+        assert mark == min(undone, default=30)  # a lane without records: the read end
+    assert progress.next_offset == min(o for o in range(30) if o not in done)
+    cp.advance(progress.task, "orders", 0, progress.next_offset, progress.marks, progress.modulus)
+    run_slot(records_table(rows), cp, lambda r: done.append(r.offset))
+    assert sorted(done) == list(range(30))  # every record once
+    for key in keys:
+        mine = [o for o in done if rows[o][0] == key]
+        assert mine == sorted(mine)
 
 
 def test_skips_what_is_done_and_advances_tasks_without_records():
@@ -166,7 +234,7 @@ def test_a_task_reading_two_partitions_takes_turns_so_neither_starves():
     assert done["orders"] > 0 and done["payments"] > 0
     assert sum(done.values()) == CHUNK_ROWS * 3
     for p in result.progress:
-        assert p.next_offset == p.records  # each resumes right after what it did
+        assert 0 < p.next_offset <= p.records  # every record below the position was done
 
 
 def test_busy_time_measures_the_saturated_rate():
@@ -192,15 +260,18 @@ def test_a_stop_request_ends_the_batch_before_its_deadline():
     assert asked == [0.5, 1.1]
 
 
-def test_every_reader_reports_the_partitions_busiest_bucket_at_every_factor():
+def test_every_reader_reports_the_partitions_busiest_thread_at_every_factor():
     from collections import Counter
 
     from autosizer.elasticity import FACTORS
+    from autosizer.elasticity.lanes import lane_modulus
 
     layout = Layout(topics={"orders": 1}, factor=2)
     keys = [f"customer-{i % 7}".encode() for i in range(70)] + [b"hot"] * 30  # 7 keys, one hot
     rows = [(k, b"x", "orders", 0, o) for o, k in enumerate(keys)]
     result = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: None)
-    expected = tuple(max(Counter(key_bucket(k, 0, f) for k in keys).values()) for f in FACTORS)
+    expected = tuple(max(100 / f, *Counter(key_bucket(k, 0, lane_modulus(f)) for k in keys).values())
+                     for f in FACTORS)
     assert {p.hottest for p in result.progress} == {expected}
-    assert expected[0] == 100 and expected[-1] == 30  # F=1: everything; F=1024: the hot key alone
+    assert expected[0] == 100 and expected[1] == 50  # F=1: everything; F=2: an even half
+    assert expected[-1] == 30  # F=1024: the hot key alone on one thread
