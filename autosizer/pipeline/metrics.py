@@ -12,7 +12,8 @@ Series (labels in braces):
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
   autosizer_pipeline_records_out_total{task}               outputs the task produced
   autosizer_pipeline_process_seconds{task}                 histogram: user function time per record
-  autosizer_pipeline_busy_ratio{task}                      share of the last batch the task was busy
+  autosizer_pipeline_busy_ratio{task}                      threads busy on the task's lanes, on average
+                                                           over the last batch (above 1: several)
   autosizer_pipeline_batch_duration_seconds                last micro-batch, read to commit
   autosizer_pipeline_batch_records                         records processed in the last batch
 
@@ -154,7 +155,7 @@ class PipelineMetrics(Collector):
                     current = self.histograms.setdefault(p.task, [0] * len(p.histogram))
                     for i, count in enumerate(p.histogram):
                         current[i] += count
-            self.busy = {t: min(1.0, ns / wall_ns[t]) if wall_ns.get(t) else 0.0 for t, ns in busy.items()}
+            self.busy = {t: ns / wall_ns[t] if wall_ns.get(t) else 0.0 for t, ns in busy.items()}
             self.positions = dict(positions)
 
     def restarted(self, seconds: float) -> None:
@@ -246,7 +247,7 @@ class PipelineMetrics(Collector):
             histogram.add_metric([task], buckets, self.process_ns[task] / 1e9)
         yield histogram
         busy = GaugeMetricFamily("autosizer_pipeline_busy_ratio",
-                                 "Share of the last batch a virtual task spent in the user function",
+                                 "Threads in the user function on a virtual task's records, on average over the last batch",
                                  labels=["task"])
         for task, value in sorted(self.busy.items()):
             busy.add_metric([task], value)
