@@ -45,13 +45,15 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
         daemon = start_daemon(config, tmp_path / "daemon.log")
         wait_until(lambda: any(d["inputs"].get("task_capacity") for d in decisions.last(5)), 120,
                    "a decision with a measured task capacity")
+        stepped = time.time()
         load.set_rate(600)  # factor 1 runs 2 tasks of < 200/s: far behind
         wait_until(lambda: any(d["outcome"] == "scale_up" for d in decisions.last(60)), 180, "a scale-up")
         # the tails' counts reach the daemon: a backlog in records and an input rate. The first
         # scale-up may come before any backlog (the rate window alone can show input over capacity),
-        # so any decision since the step may show them
-        wait_until(lambda: any(d["inputs"].get("lag_records", 0) > 0 and d["inputs"].get("input_rate", 0) > 0
-                               for d in decisions.last(60)), 120, "a decision that reads the tails' backlog")
+        # so any decision since the step may show them (one before it proves nothing about the step)
+        wait_until(lambda: any(d["time"] > stepped and d["inputs"].get("lag_records", 0) > 0
+                               and d["inputs"].get("input_rate", 0) > 0 for d in decisions.last(60)),
+                   120, "a decision since the step that reads the tails' backlog")
         wait_until(lambda: (d := decisions.last(1)[0])["inputs"].get("lag_seconds", 99) < 5
                    and d["factor"] > 1, 300, "lag to recover")  # 2 cores shared with another test
         factor, dropped = store.layout().factor, time.time()
