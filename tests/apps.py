@@ -11,6 +11,13 @@ def echo(record):
     return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
 
 
+def slower_echo(record):
+    """Like echo with a 100 ms call per record: 10 records/s a task, so a job needs more workers
+    than partitions at a rate a small emulator serves with room to spare."""
+    time.sleep(0.1)
+    return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
+
+
 def slow_echo(record):
     """Like echo with a 5 ms call per record: a job that needs more workers than partitions."""
     time.sleep(0.005)

@@ -16,9 +16,10 @@ import numpy as np
 from autosizer.controller.collector import Labels, Samples
 from autosizer.controller.queries import hot_share_table, partition_of
 from autosizer.elasticity import Layout, TopicPartition
-from autosizer.policies.base import Observation, PartitionStats, TaskStats, batch_duty
+from autosizer.policies.base import Observation, PartitionStats, TaskStats, Watermarks, batch_duty
 
 REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
+PROBE_LATE_S = 5.0  # a lag probe this much older than the scrape is noted: it stalled
 
 
 @dataclass
@@ -63,6 +64,19 @@ class Evaluator:
         if age is None and not problems:
             problems.append("no scrape time of the pipeline's metrics: is Prometheus scraping it?")
         tasks = self._tasks(samples, layout, index)
+        watermarks = _watermarks(samples, partitions, index)
+        if watermarks is None:
+            notes.append("no high watermark with its read time for every partition: the input is "
+                         "the rate window's alone (a step shows a window late)")
+        else:
+            # The lag and input series are what the pipeline's probe last read: a probe stalled
+            # behind a slow broker keeps exporting its last reading, which would read as no
+            # input. Their age is the metrics' age too, so the guards hold on it.
+            probed = max(0.0, samples.time - float(watermarks.times.min()))
+            if age is not None and probed > age + PROBE_LATE_S:
+                notes.append(f"the pipeline's lag probe last read the broker {probed:.0f}s ago "
+                             f"(its metrics were scraped {age:.0f}s ago)")
+            age = probed if age is None else max(age, probed)
         saturated, hot_shares, duty = _capacity(samples, layout, index)
         observation = Observation(
             time=samples.time, factor=layout.factor,
@@ -70,7 +84,7 @@ class Evaluator:
                                       columns["input_rate"], processed),
             tasks=tasks, since_rescale_s=since_rescale_s, restart_downtime_s=restart_downtime_s,
             complete=not problems, age_s=0.0 if age is None else max(0.0, age),
-            saturated_rate=saturated, hot_shares=hot_shares, duty=duty,
+            saturated_rate=saturated, hot_shares=hot_shares, duty=duty, watermarks=watermarks,
         )
         return Evaluation(observation, problems, notes)
 
@@ -111,6 +125,23 @@ def _capacity(samples: Samples, layout: Layout,
     duty = batch_duty(_single(samples.series.get("batch_deadline_seconds", ())),
                       _single(samples.series.get("batch_overhead_seconds", ())))
     return saturated, hot, duty
+
+
+def _watermarks(samples: Samples, partitions: list[TopicPartition],
+                index: dict[TopicPartition, int]) -> Watermarks | None:
+    """Each partition's high watermark and when it was read; None unless every partition has
+    both (a sum over some partitions is not the input)."""
+    columns = []
+    for name in ("high_watermark", "high_watermark_time"):
+        column = np.full(len(partitions), np.nan)
+        for labels, value in samples.series.get(name, ()):
+            i = index.get(partition_of(labels))
+            if i is not None:
+                column[i] = value
+        columns.append(column)
+    if not partitions or not np.isfinite(columns[0]).all() or not np.isfinite(columns[1]).all():
+        return None
+    return Watermarks(tuple(partitions), *columns)
 
 
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:

@@ -21,6 +21,9 @@ DEFAULT_QUERIES: dict[str, str] = {
     "lag_seconds": "max by (topic, partition) (autosizer_pipeline_lag_seconds{$selector})",
     "input_rate": "max by (topic, partition) (rate(autosizer_pipeline_high_watermark{$selector}[$window]))",
     "processed_rate": "sum by (topic, partition) (rate(autosizer_pipeline_records_in_total{$selector}[$window]))",
+    # the watermark itself and when it was read: the input over the last tick, with no batch in it
+    "high_watermark": "max by (topic, partition) (autosizer_pipeline_high_watermark{$selector})",
+    "high_watermark_time": "max by (topic, partition) (autosizer_pipeline_high_watermark_time_seconds{$selector})",
     # per virtual task (labels task, and topic/partition where the series has them)
     "task_lag_records": "max by (task, topic, partition) (autosizer_pipeline_task_lag_records{$selector})",
     "task_processed_rate": "sum by (task, topic, partition) (rate(autosizer_pipeline_records_in_total{$selector}[$window]))",

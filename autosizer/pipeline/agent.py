@@ -316,7 +316,7 @@ class PipelineAgent:
         stamps = probe.timestamps_at(behind)
         ages = {tp: 0.0 for tp in marks if tp not in behind}
         ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
-        self.metrics.observe_lag(marks, ages)
+        self.metrics.observe_lag(marks, ages, at=now / 1000)
         self._report_topology(probe, marks, int(now))
 
     def _probe_kinesis_once(self, probe: kinesis_source.KinesisPositions) -> None:

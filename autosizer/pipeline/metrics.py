@@ -8,6 +8,8 @@ Series (labels in braces):
   autosizer_pipeline_lag_seconds{topic,partition}          age of the oldest unprocessed record
   autosizer_pipeline_high_watermark{topic,partition}       next offset the broker will write (Kinesis:
                                                            records the shard tail counted; rate = input)
+  autosizer_pipeline_high_watermark_time_seconds{topic,partition} Unix time the probe read it: the
+                                                           input between two reads, with no batch in it
   autosizer_pipeline_task_lag_records{task,topic,partition} high watermark - the task's position
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
   autosizer_pipeline_records_out_total{task}               outputs the task produced
@@ -54,6 +56,7 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -98,6 +101,7 @@ class PipelineMetrics(Collector):
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.high_watermarks: dict[Partition, int] = {}
         self.oldest_age: dict[Partition, float] = {}
+        self.probed_at: float | None = None  # Unix time of the lag probe that read the watermarks
         self._behind: Callable[[Partition, int], int] = lambda tp, position: max(
             0, self.high_watermarks[tp] - position)
         self.batch_records = 0
@@ -168,10 +172,12 @@ class PipelineMetrics(Collector):
             self.topic_partitions = dict(counts)
 
     def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float],
-                    behind: Callable[[Partition, int], int] | None = None) -> None:
+                    behind: Callable[[Partition, int], int] | None = None, at: float | None = None) -> None:
         """`behind(partition, position)`: records at or past a position, where positions are not
-        offsets (Kinesis: sequence numbers); by default the high watermark minus the position."""
+        offsets (Kinesis: sequence numbers); by default the high watermark minus the position.
+        `at`: when the watermarks were read (now by default)."""
         with self._lock:
+            self.probed_at = time.time() if at is None else at
             self.high_watermarks = dict(high_watermarks)
             self.oldest_age = dict(oldest_age)
             if behind is not None:
@@ -214,6 +220,13 @@ class PipelineMetrics(Collector):
         for (topic, partition), value in sorted(self.high_watermarks.items()):
             marks.add_metric([topic, str(partition)], value)
         yield marks
+        read = GaugeMetricFamily("autosizer_pipeline_high_watermark_time_seconds",
+                                 "Unix time the high watermark was read (the scrape may be later)",
+                                 labels=["topic", "partition"])
+        if self.probed_at is not None:
+            for topic, partition in sorted(self.high_watermarks):
+                read.add_metric([topic, str(partition)], self.probed_at)
+        yield read
         topics = GaugeMetricFamily("autosizer_pipeline_topic_partitions",
                                    "Partitions the broker has for each topic the job reads", labels=["topic"])
         for topic, count in sorted(self.topic_partitions.items()):

@@ -4,7 +4,14 @@ Policies import only `autosizer.elasticity`. They are found by name through the 
 `autosizer.policies`, so a third-party package adds one without touching the core.
 """
 
-from autosizer.policies.base import Decision, Observation, PartitionStats, Policy, TaskStats
+from autosizer.policies.base import (
+    Decision,
+    Observation,
+    PartitionStats,
+    Policy,
+    TaskStats,
+    Watermarks,
+)
 from autosizer.policies.guards import Guards
 from autosizer.policies.registry import load_policy, policy_names
 
@@ -15,6 +22,7 @@ __all__ = [
     "PartitionStats",
     "Policy",
     "TaskStats",
+    "Watermarks",
     "load_policy",
     "policy_names",
 ]

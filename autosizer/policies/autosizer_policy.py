@@ -4,8 +4,10 @@ What it adds to the utilization rule, and why:
 - Forecast. The input rate is projected over the restart downtime plus `horizon_s` with the
   smaller of two slopes, over the last 75 s and over `trend_window_s`: a ramp rises in both, a
   step that already happened only in the long one, so a step is not mistaken for a ramp. The
-  input projected is the rate window's, or processed plus the backlog's growth since the last tick
-  when that is more: a window averages in the time before a step, the backlog does not.
+  input projected is the rate window's, or what the high watermarks grew by since the last tick
+  when that is more: a window averages in the time before a step, the last tick does not. (Not
+  processed plus the backlog's growth: both move by whole batches, so over one tick that sum
+  swings by a batch either way and read 3x the input on a real job.)
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
@@ -30,8 +32,11 @@ What it adds to the utilization rule, and why:
   capacity model promised, if that is less): CPU-bound work past the core count, it steps back and
   remembers that factor as a ceiling for `ceiling_memory_s`. Throughput under backlog understates
   capacity (a partition that caught up does only its input), so a real gain is never judged
-  against the model's full promise. While a scale-up settles, sizing goes on as long as each task
-  is as fast as before: a step that needs 1 -> 16 is not held at 4 for `settle_s`.
+  against the model's full promise. The throughput before is one tick's processed rate, and a
+  rate window may hold two batches' commits: it is never taken above the capacity measured then
+  (on 2 busy cores 18/s was read for a measured 9/s, and 1 -> 2 went back to 1 and held there
+  while the lag grew). While a scale-up settles, sizing goes on as long as each task is as fast
+  as before: a step that needs 1 -> 16 is not held at 4 for `settle_s`.
 - Hot keys. When one virtual task holds most of the lag, its backlog is one key's or one
   bucket's; more buckets cannot split it, so that lag is left out of the sizing.
 """
@@ -47,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from autosizer.elasticity import FACTORS
-from autosizer.policies.base import Decision, Observation, fraction, positive
+from autosizer.policies.base import Decision, Observation, Watermarks, fraction, positive
 from autosizer.policies.day_plan import day_plan
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
@@ -71,7 +76,7 @@ class AutosizerState:
     # the input the history expects per slot)
     plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
     planned_up: float = -math.inf  # when it last scaled up because the day plan said so
-    lag_seen: tuple[float, float, int] | None = None  # (time, lag records, factor) last tick
+    watermarks: Watermarks | None = None  # the partitions' high watermarks last tick
 
 
 class AutosizerPolicy:
@@ -116,8 +121,7 @@ class AutosizerPolicy:
         last = state if isinstance(state, AutosizerState) else AutosizerState()
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
-        growth = _growth(obs, last.lag_seen)
-        arriving = _arriving(obs, growth)
+        arriving = _arriving(obs, last.watermarks)
         # the input the scale-up sizes for is what a returning peak is remembered as
         peaks = _remember_peak(last.peaks, obs.time, arriving, self.lull_memory)
         task_rate = obs.task_rate or last.task_rate
@@ -130,7 +134,8 @@ class AutosizerPolicy:
             # the capacity measured before it.
             trial = None
             if current > last.factor and last.task_rate:
-                before = last.throughput or obs.capacity(last.factor, last.task_rate)
+                measured = obs.capacity(last.factor, last.task_rate)
+                before = min(last.throughput, measured) if last.throughput else measured
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
         plan, planned_up = last.plan, last.planned_up
@@ -138,7 +143,7 @@ class AutosizerPolicy:
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details), AutosizerState(
                 times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan,
-                planned_up, (obs.time, obs.lag_records, current))
+                planned_up, obs.watermarks or last.watermarks)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -400,19 +405,14 @@ def _hottest(obs: Observation, factor: int) -> float:
     return float(obs.hot_share(factor).max()) if obs.partition_count else 0.0
 
 
-def _growth(obs: Observation, seen: tuple[float, float, int] | None) -> float:
-    """Records/s the backlog grew since the last tick under the same factor (0: it did not, or
-    the last tick cannot tell)."""
-    if seen is None or seen[2] != obs.factor or obs.time <= seen[0]:
-        return 0.0
-    return max(0.0, (obs.lag_records - seen[1]) / (obs.time - seen[0]))
-
-
-def _arriving(obs: Observation, growth: float) -> float:
-    """The input now: the rate window's, or, when the backlog grew since the last tick under the
-    same factor, what was processed plus that growth. A rate window still averages in the time
-    before a step for a window's length; the backlog has the whole step in it already."""
-    return max(obs.input_rate, obs.processed_rate + growth) if growth > 0 else obs.input_rate
+def _arriving(obs: Observation, earlier: Watermarks | None) -> float:
+    """The input now: the rate window's, or what the high watermarks grew by since the last tick
+    when that is more. A rate window still averages in the time before a step for a window's
+    length; the last tick has the whole step in it already."""
+    if obs.watermarks is None or earlier is None:
+        return obs.input_rate
+    recent = obs.watermarks.rate_since(earlier)
+    return obs.input_rate if recent is None else max(obs.input_rate, recent)
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:

@@ -105,6 +105,33 @@ class TaskStats:
 
 
 @dataclass(frozen=True, eq=False)
+class Watermarks:
+    """Each partition's high watermark (records ever written to it; Kinesis: counted since the
+    shard's tail started) and the Unix time it was read. Two ticks' watermarks give the input
+    between them with no batch in it: lag and processed records move by whole batches, so
+    over one tick their sum swings by a batch either way."""
+
+    names: Sequence[TopicPartition]
+    offsets: np.ndarray
+    times: np.ndarray
+
+    def __post_init__(self) -> None:
+        _as_columns(self, "partitions", {"offsets": np.float64, "times": np.float64})
+
+    def rate_since(self, earlier: Watermarks) -> float | None:
+        """Records/s written since `earlier`, summed over the partitions; None when the two
+        cannot tell: another set of partitions, a watermark that went back (a topic recreated,
+        a Kinesis tail restarted), or one not read again since."""
+        if tuple(self.names) != tuple(earlier.names) or not len(self.names):
+            return None
+        with np.errstate(invalid="ignore"):
+            span, grown = self.times - earlier.times, self.offsets - earlier.offsets
+            if not (np.all(span > 0) and np.all(grown >= 0)):  # NaN fails both: unknown
+                return None
+        return float(np.sum(grown / span))
+
+
+@dataclass(frozen=True, eq=False)
 class Observation:
     time: float
     factor: int
@@ -121,6 +148,7 @@ class Observation:
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
     history: InputHistory | None = None  # the input by time of day over recent days, if recorded
+    watermarks: Watermarks | None = None  # each partition's high watermark and when it was read
     cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

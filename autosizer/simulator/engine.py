@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats
+from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats, Watermarks
 from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
 from autosizer.policies.history import InputHistory
 from autosizer.simulator.job import JobModel
@@ -68,6 +68,7 @@ class _Block:
     task_columns: tuple[np.ndarray, ...]  # TaskStats' columns, (ticks, tasks) each
     partition_totals: list[list[float]]  # per tick, the sums of partition_columns
     task_totals: list[list[float]]
+    marks: np.ndarray  # (ticks, partitions): each partition's high watermark at tick ends
 
 
 @njit(cache=True, nogil=True)
@@ -321,7 +322,8 @@ class _Model:
         now = t0 + tick * np.arange(1, ticks + 1)
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
         return self._columns(factor, self.observed_input(now), lag_records, lag_seconds, lag_end,
-                             (x_end, x_drained), ages, processed / tick, task_cap)
+                             (x_end, x_drained), ages, processed / tick, task_cap,
+                             self.cum[now][:, None] * self.weights)
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
@@ -331,7 +333,7 @@ class _Model:
         return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.weights
 
     def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, positions, ages, processed,
-                 task_cap) -> _Block:
+                 task_cap, marks) -> _Block:
         """Every tick's observation columns at once; a tick then only slices rows."""
         names, partition, repeats, divisor = self._task_shape(factor)
         ticks = lag_end.shape[0]
@@ -354,6 +356,7 @@ class _Model:
             # Column sums for all ticks in one call each, handed to the stats as their totals.
             partition_totals=np.stack([c.sum(axis=1) for c in partition_columns], axis=1).tolist(),
             task_totals=np.stack([c.sum(axis=1) for c in task_columns], axis=1).tolist(),
+            marks=marks,
         )
 
     def observe(self, block: _Block, k: int, factor: int, time: float, since: float) -> Observation:
@@ -368,7 +371,8 @@ class _Model:
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
-            history=self.history, cache={"shares": self.hot_table})  # filled: not again each tick
+            history=self.history, cache={"shares": self.hot_table},  # filled: not again each tick
+            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time)))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:

@@ -93,6 +93,8 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         record = tick()
         assert record.outcome == "dry_run" and record.target > 1, record
         assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
+        # the watermarks and when the pipeline read them reach the policy through Prometheus
+        assert not any("watermark" in note for note in record.inputs.get("notes", ())), record.inputs
         # The tick recorded its input as today's slot peak, in Redis: a new daemon knows the day.
         learned = HistoryStore(store).load()
         assert max(float(np.nanmax(row)) for row in learned.days.values()) == pytest.approx(

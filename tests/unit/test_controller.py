@@ -15,6 +15,7 @@ from autosizer.controller.config import ConfigError, load_config
 from autosizer.controller.evaluator import Evaluator
 from autosizer.controller.overrides import parse
 from autosizer.elasticity import FACTORS, Layout
+from autosizer.policies.base import Decision
 from autosizer.policies.guards import Guards
 
 
@@ -130,6 +131,35 @@ def test_evaluator_builds_the_observation_of_the_current_layout():
     assert len(obs.tasks) == 4 and obs.tasks.total("busy") == 2.0, "old generation's task ignored"
     assert obs.task_capacity == pytest.approx(40 / 2)
     assert (obs.age_s, obs.since_rescale_s, obs.restart_downtime_s) == (1.5, 42, 7)
+
+
+def test_evaluator_reads_the_watermarks_only_when_every_partition_has_one_and_its_read_time():
+    def series(name, values):
+        return {name: [({"topic": "orders", "partition": str(p)}, v) for p, v in enumerate(values)]}
+
+    full = Evaluator().evaluate(samples(**series("high_watermark", [700.0, 300.0]),
+                                        **series("high_watermark_time", [99.0, 98.5])), LAYOUT)
+    marks = full.observation.watermarks
+    assert marks is not None and list(marks.offsets) == [700, 300] and list(marks.times) == [99, 98.5]
+    assert not any("watermark" in n for n in full.notes)
+    for partial in (series("high_watermark", [700.0, 300.0]),
+                    {**series("high_watermark", [700.0]), **series("high_watermark_time", [99.0, 98.5])}):
+        evaluation = Evaluator().evaluate(samples(**partial), LAYOUT)
+        assert evaluation.observation.watermarks is None and evaluation.observation.complete
+        assert any("the input is the rate window's alone" in n for n in evaluation.notes)
+
+
+def test_a_stalled_lag_probe_makes_the_metrics_as_old_as_its_last_reading():
+    """A probe stuck behind a slow broker keeps exporting its last reading (no input, the same
+    lag) while Prometheus scrapes on: the observation is as old as that reading, so the guards
+    hold rather than read "no input" as a reason to scale down."""
+    stalled = {"high_watermark": [({"topic": "orders", "partition": str(p)}, 500.0) for p in (0, 1)],
+               "high_watermark_time": [({"topic": "orders", "partition": str(p)}, 20.0) for p in (0, 1)]}
+    evaluation = Evaluator().evaluate(samples(**stalled), LAYOUT)
+    assert evaluation.observation.age_s == 80.0
+    assert "the pipeline's lag probe last read the broker 80s ago (its metrics were scraped 2s ago)" in evaluation.notes
+    decision, _ = Guards(max_age_s=60).apply(evaluation.observation, Decision(1, "input 0/s fits 1"))
+    assert (decision.factor, decision.reason) == (2, "hold: stale metrics (80s old > 60s)")
 
 
 def test_a_partition_without_lag_makes_the_observation_partial():
