@@ -10,20 +10,31 @@ real trace beside what `autosizer` and `lag-threshold` cost in one simulated run
 day can cost as little as lag-threshold did.
 
     .venv/bin/python benchmarks/bench_trace_oracle.py [trace ...]
+    .venv/bin/python benchmarks/bench_trace_oracle.py --goals [trace ...]
+
+`--goals` checks issue 12's two comparative goals on each trace rather than on the suite's
+totals, beside what any policy could do there: "half the violation-seconds of lag-threshold at
+no more task-hours" and "30% fewer rescales than utilization with no more violation-seconds".
+The violation floor is the least any fixed factor from the start achieves (no rescale at all:
+the work itself is slower than the SLO at every factor, as with one hot key or CPU-bound work
+past the cores); where it exceeds half of lag-threshold's, the first goal cannot be met by any
+policy. Where even the start factor needs a rescale to be no later than utilization, and
+utilization rescaled once (70% of one is zero), the second cannot.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 
 from autosizer.elasticity import FACTORS
-from autosizer.policies import load_policy
+from autosizer.policies import Decision, load_policy
 from autosizer.policies.day_plan import day_plan
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.scores import score
-from autosizer.simulator.traces import load_trace
+from autosizer.simulator.traces import load_trace, trace_names
 
 REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
 SLOT_S = 300
@@ -55,6 +66,60 @@ def oracle(name: str, per_day: int = 4) -> tuple[float, int]:
     return plan_at(high)
 
 
+class Hold:
+    """Never rescale: what a job achieves at its start factor."""
+
+    name = "hold"
+
+    def decide(self, observation, state=None):
+        return Decision(observation.factor, "hold"), state
+
+
+def violation_floor(name: str) -> tuple[int, int]:
+    """(the least violation-seconds any factor held from the start achieves, at the start
+    factor's own): factors from 1 up to the first whose capacity is twice the trace's peak, or
+    that adds no capacity."""
+    trace = load_trace(name)
+    job, peak = trace.job, float(np.max(trace.workload.rate))
+    found: list[int] = []
+    at_start = None
+    for factor in FACTORS:
+        held = score(simulate(trace.workload, replace(job, start_factor=factor), Hold())).violation_s
+        found.append(held)
+        at_start = held if factor == job.start_factor else at_start
+        if job.capacity(factor) >= 2 * peak or (factor > 1 and job.capacity(factor) <= 1.001 * job.capacity(factor // 2)):
+            break
+    if at_start is None:
+        at_start = score(simulate(trace.workload, job, Hold())).violation_s
+    return min(found), at_start
+
+
+def goals(names: list[str]) -> None:
+    """Per trace: ours against each baseline, the floor, and whether the goal is met, missed, or
+    out of any policy's reach."""
+    print("| trace | violation-s: ours / LT / floor | task-h: ours / LT | half of LT's at no more cost "
+          "| rescales: ours / util. (violation-s util.) | 30% fewer than util., no more late |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name in names:
+        trace = load_trace(name)
+        ours, util, lt = (score(simulate(trace.workload, trace.job, load_policy(p)))
+                          for p in ("autosizer", "utilization", "lag-threshold"))
+        floor, at_start = violation_floor(name)
+        late = ours.violation_s <= 0.5 * lt.violation_s
+        cheap = ours.task_hours <= lt.task_hours
+        first = ("met" if late and cheap else
+                 "impossible: floor > half of LT's" if floor > 0.5 * lt.violation_s else
+                 f"missed ({'late' if not late else ''}{' and ' if not late and not cheap else ''}"
+                 f"{'costlier' if not cheap else ''})")
+        fewer = ours.rescales <= 0.7 * util.rescales and ours.violation_s <= util.violation_s
+        second = ("met" if fewer else
+                  "impossible: 70% of util.'s rescales is none, and holding is later"
+                  if int(0.7 * util.rescales) == 0 and at_start > util.violation_s else "missed")
+        print(f"| `{name}` | {ours.violation_s:,} / {lt.violation_s:,} / {floor:,} | "
+              f"{ours.task_hours:,.0f} / {lt.task_hours:,.0f} | {first} | "
+              f"{ours.rescales} / {util.rescales} ({util.violation_s:,}) | {second} |", flush=True)
+
+
 def main(names: list[str]) -> None:
     print(f"{'trace':22s} {'oracle task-h':>13s} {'rescales':>8s} {'autosizer':>10s} {'lag-thr.':>10s} "
           f"{'oracle/LT':>9s} {'ours/oracle':>11s}")
@@ -68,4 +133,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(REAL))
+    if sys.argv[1:2] == ["--goals"]:
+        goals(sys.argv[2:] or [*REAL, *(n for n in trace_names() if n not in REAL)])
+    else:
+        main(sys.argv[1:] or list(REAL))
