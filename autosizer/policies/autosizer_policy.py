@@ -2,12 +2,13 @@
 
 What it adds to the utilization rule, and why:
 - Forecast. The input rate is projected over the restart downtime plus `horizon_s` with the
-  smaller of two slopes, over the last 75 s and over `trend_window_s`: a ramp rises in both, a
-  step that already happened only in the long one, so a step is not mistaken for a ramp. The
-  input projected is the rate window's, or what the high watermarks grew by since the last tick
-  when that is more: a window averages in the time before a step, the last tick does not. (Not
-  processed plus the backlog's growth: both move by whole batches, so over one tick that sum
-  swings by a batch either way and read 3x the input on a real job.)
+  smallest of three slopes, over the last eight ticks, over `trend_window_s` and over the last
+  tick: a ramp rises in all three, a step that already happened not in the last one, so a step
+  is not mistaken for a ramp. The input projected is the rate window's, or what the high
+  watermarks grew by since the last tick when that is more: a window averages in the time before
+  a step, the last tick does not. (Not processed plus the backlog's growth: both move by whole
+  batches, so over one tick that sum swings by a batch either way and read 3x the input on a
+  real job.)
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
@@ -416,10 +417,16 @@ def _arriving(obs: Observation, earlier: Watermarks | None) -> float:
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
-    """Records/s per second the input is rising at: the smaller of the short and long slopes, >= 0."""
+    """Records/s per second the input is rising at: the smallest of the short and long slopes
+    and the last tick's, >= 0. A step rises in the short and long slopes for as long as the
+    short one reaches back before it (eight ticks: 40 s at a 5 s tick); the last tick's is flat
+    as soon as the rate window has held the step in full for a tick, so a step is not projected as a ramp
+    (the demo's 100 -> 1,200/s step was forecast at 4,031/s that way, and 16 -> 32 bought
+    nothing it needed). A ramp rises in all three."""
     if len(rates) < 8:
         return 0.0
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
     short = (now_r - sum(rates[-8:-5])) / max(1e-9, now_t - sum(times[-8:-5]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
-    return max(0.0, min(short, long))
+    latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
+    return max(0.0, min(short, long, latest))

@@ -363,6 +363,26 @@ def test_watermarks_that_cannot_tell_leave_the_rate_window_in_charge(change):
     assert decision.details["forecast"] == pytest.approx(1000)
 
 
+def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
+    """100 -> 1,200/s at 5 s ticks over a 10 s rate window (the demo's clocks): the window reads
+    650/s, then 1,200/s. The short and long slopes still rise for eight ticks; with them alone the
+    forecast was 1,200 + 20/s/s x 122 s. A ramp at the same average slope keeps its trend."""
+    policy = load_policy("autosizer")
+
+    def forecasts(rate) -> list[float]:
+        state, out = None, []
+        for k in range(16):
+            decision, state = policy.decide(observe(factor=16, input_rate=rate(k), task_rate=400, time=5.0 * k,
+                                                    restart_downtime_s=2.0), state)
+            out.append(decision.details["forecast"])
+        return out
+
+    step = forecasts(lambda k: 100.0 if k < 8 else 650.0 if k == 8 else 1200.0)
+    assert step[10:] == pytest.approx([1200.0] * 6)
+    ramp = forecasts(lambda k: 100.0 + 110.0 * k)
+    assert all(f > 100.0 + 110.0 * k + 1000 for k, f in enumerate(ramp) if k >= 8), ramp
+
+
 def test_a_batch_boundary_in_the_rate_window_does_not_make_a_scale_up_look_useless():
     """At the scale-up tick the window held two batches' commits: 40/s processed where the tasks
     measure 20/s flat out. Judged against 40/s, factor 2's 40/s was "+0%": back to 1 and a
