@@ -420,8 +420,8 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     """Records/s per second the input is rising at: the smallest of the short and long slopes
     and the last tick's, >= 0. A step rises in the short and long slopes for as long as the
     short one reaches back before it (eight ticks: 40 s at a 5 s tick); the last tick's is flat
-    as soon as the rate window has held the step in full for a tick, so a step is not projected as a ramp
-    (the demo's 100 -> 1,200/s step was forecast at 4,031/s that way, and 16 -> 32 bought
+    once the rate window has held the step in full for a tick, so a step is not projected as a
+    ramp (the demo's 100 -> 1,200/s step was forecast at 4,031/s that way, and 16 -> 32 bought
     nothing it needed). A ramp rises in all three."""
     if len(rates) < 8:
         return 0.0
