@@ -21,7 +21,7 @@ from autosizer.pipeline.slots import NoDeadline, run_slot
 from tests.unit.test_exactly_once_property import Log, check
 from tests.unit.test_slots import records_table
 
-EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "2000")) // 8
+EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "1200")) // 8
 FACTORS = [1, 2, 4, 8, 16]
 TOPICS = {"a": 2, "b": 1}
 

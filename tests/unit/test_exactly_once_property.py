@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from autosizer.elasticity import Checkpoints, Layout, key_hash
 
-EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "2000"))
+EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "1200"))
 FACTORS = [1, 2, 4, 8, 16, 32, 64]
 
 
