@@ -35,14 +35,8 @@ class Evaluator:
         problems, notes = list(samples.problems), []
         partitions = layout.partitions()
         index = {tp: i for i, tp in enumerate(partitions)}
-        columns: dict[str, np.ndarray] = {}
-        for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate"):
-            column = np.full(len(partitions), np.nan)
-            for labels, value in samples.series.get(name, ()):
-                i = index.get(partition_of(labels))
-                if i is not None:
-                    column[i] = value
-            columns[name] = column
+        columns = {name: _partition_column(samples, name, index)
+                   for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate")}
         if not problems:
             for name in REQUIRED:
                 missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
@@ -64,7 +58,7 @@ class Evaluator:
         if age is None and not problems:
             problems.append("no scrape time of the pipeline's metrics: is Prometheus scraping it?")
         tasks = self._tasks(samples, layout, index)
-        watermarks = _watermarks(samples, partitions, index)
+        watermarks = _watermarks(samples, index)
         if watermarks is None:
             notes.append("no high watermark with its read time for every partition: the input is "
                          "the rate window's alone (a step shows a window late)")
@@ -127,21 +121,23 @@ def _capacity(samples: Samples, layout: Layout,
     return saturated, hot, duty
 
 
-def _watermarks(samples: Samples, partitions: list[TopicPartition],
-                index: dict[TopicPartition, int]) -> Watermarks | None:
+def _partition_column(samples: Samples, name: str, index: dict[TopicPartition, int]) -> np.ndarray:
+    """One series as a column over the layout's partitions, NaN where it has no value."""
+    column = np.full(len(index), np.nan)
+    for labels, value in samples.series.get(name, ()):
+        i = index.get(partition_of(labels))
+        if i is not None:
+            column[i] = value
+    return column
+
+
+def _watermarks(samples: Samples, index: dict[TopicPartition, int]) -> Watermarks | None:
     """Each partition's high watermark and when it was read; None unless every partition has
     both (a sum over some partitions is not the input)."""
-    columns = []
-    for name in ("high_watermark", "high_watermark_time"):
-        column = np.full(len(partitions), np.nan)
-        for labels, value in samples.series.get(name, ()):
-            i = index.get(partition_of(labels))
-            if i is not None:
-                column[i] = value
-        columns.append(column)
-    if not partitions or not np.isfinite(columns[0]).all() or not np.isfinite(columns[1]).all():
+    offsets, times = (_partition_column(samples, name, index) for name in ("high_watermark", "high_watermark_time"))
+    if not index or not np.isfinite(offsets).all() or not np.isfinite(times).all():
         return None
-    return Watermarks(tuple(partitions), *columns)
+    return Watermarks(tuple(index), offsets, times)
 
 
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:
