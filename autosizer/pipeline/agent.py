@@ -47,7 +47,7 @@ from autosizer.pipeline import kinesis_source
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
-from autosizer.pipeline.kafka_source import EPOCH, offset_key, register, write_plan
+from autosizer.pipeline.kafka_source import EPOCH, offset_key, read_slot, register, write_plan
 from autosizer.pipeline.metrics import PipelineMetrics, SlotStats, serve
 from autosizer.pipeline.sinks import Sink
 from autosizer.pipeline.slots import ProcessFn, TaskProgress, WallDeadline, run_slot
@@ -123,8 +123,13 @@ class KafkaOffsets:
     """Resolves startpoints and source defaults to offsets (the elasticity OffsetResolver)."""
 
     def __init__(self, bootstrap: str):
+        # It reads one record per partition (`timestamps_at`), so it must not prefetch: by
+        # default librdkafka queues up to 100,000 messages a partition, and the lag probe then
+        # fetched and threw away megabytes every second (a quarter of a core of a 2-core
+        # machine, and the broker's time, taken from the job: BENCHMARKS, session 16).
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "autosizer-offsets",
-                                  "enable.auto.commit": False, "log_level": 0})
+                                  "enable.auto.commit": False, "log_level": 0,
+                                  "queued.min.messages": 1, "max.partition.fetch.bytes": 16384})
 
     def oldest_offset(self, topic: str, partition: int) -> int:
         return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
@@ -489,7 +494,7 @@ class PipelineAgent:
 
     def _kafka_reader(self, layout: Layout, starts: dict, shape: tuple) -> Any:
         reader = (
-            self.spark.readStream.format("autosizer-kafka")
+            self.spark.readStream.format("autosizer-kafka-ranges")
             .option("kafka.bootstrap.servers", self.config.bootstrap)
             .option("subscribe", ",".join(sorted(layout.topics)))
             .option("startingOffsets", json.dumps({offset_key(*tp): o for tp, o in starts.items()}))
@@ -608,6 +613,7 @@ class PipelineAgent:
             self._drained_at = None
         budget = self.config.batch_seconds
         drain_requested = _drain_probe(self.config.redis_url, self.config.job)
+        read = None if self.kinesis else _slot_reader(self.config)
 
         def slot(batches):
             from pyspark import TaskContext
@@ -617,6 +623,10 @@ class PipelineAgent:
             if not batches:
                 return
             table = pa.Table.from_batches(batches)
+            if read is not None:  # Kafka: the rows are the slot's ranges, read here
+                table = read(table)
+                if not table.num_rows:
+                    return
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
             sink.write(generation, batch, slot_id, result.outputs)
             yield pa.RecordBatch.from_pylist(
@@ -631,7 +641,9 @@ class PipelineAgent:
                 schema=PROGRESS_SCHEMA,
             )
 
-        rows = df.withColumn("h", key_hash_column()).mapInArrow(slot, PROGRESS_TYPE).collect()
+        if self.kinesis:  # records arrive as rows: hash them in the JVM on the way
+            df = df.withColumn("h", key_hash_column())
+        rows = df.mapInArrow(slot, PROGRESS_TYPE).collect()
         if not rows:
             return
         touched: set[str] = set()
@@ -701,6 +713,13 @@ class PipelineAgent:
         if self._resolver is not None:
             self._resolver.close()
         self._workdir()
+
+
+def _slot_reader(config: PipelineConfig) -> Callable[[pa.Table], pa.Table]:
+    """What a Kafka slot calls on its ranges (`autosizer-kafka-ranges`) to get its records, with
+    the source's own patience: every attempt's timeout, as often as it would retry."""
+    bootstrap, timeout_s = config.bootstrap, config.kafka_timeout_ms / 1000 * config.kafka_retries
+    return lambda ranges: read_slot(bootstrap, ranges, timeout_s)
 
 
 def _drain_probe(redis_url: str, job: str) -> Callable[[], bool]:

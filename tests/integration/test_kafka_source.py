@@ -12,6 +12,7 @@ from autosizer.pipeline.kafka_source import (
     READ_FROM,
     KafkaStreamReader,
     KafkaUnavailable,
+    read_slot,
     register,
     write_plan,
 )
@@ -58,6 +59,52 @@ def test_reads_every_record_once_from_starting_offsets(spark, broker):
     for partition in range(3):
         offsets = [r[2] for r in rows if r[1] == partition]
         assert offsets == sorted(offsets) == list(range(offsets[0], 100))
+
+
+def test_the_ranges_source_hands_each_slot_its_ranges_and_the_slot_reads_them(spark, broker):
+    """`autosizer-kafka-ranges` (what the pipeline runs on Kafka): a Spark task receives one row
+    per partition of its slot, and `read_slot` turns them into exactly the records
+    `autosizer-kafka` delivers for the same batch."""
+    import pyarrow as pa
+
+    broker.create_topic("orders", 3)
+    broker.produce("orders", [(i % 3, f"k{i}".encode(), str(i).encode()) for i in range(300)])
+    register(spark)
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders",
+               "startingOffsets": json.dumps({"orders/0": 40}), "slots": json.dumps([["orders/0", "orders/2"]])}
+    tables: list[tuple[int, dict]] = []
+    bootstrap = broker.bootstrap  # the slot function is pickled: no fixture objects in it
+
+    def keep(df, batch_id):
+        def each(batches):
+            from pyspark import TaskContext
+
+            ranges = pa.Table.from_batches(list(batches))
+            records = read_slot(bootstrap, ranges, 10.0)
+            yield pa.RecordBatch.from_pylist([{"task": TaskContext.get().partitionId(), "ranges": ranges.num_rows,
+                                               "rows": records.num_rows, "parts": sorted(set(records.column("partition").to_pylist()))}])
+        tables.extend((batch_id, r) for r in df.mapInArrow(each, "task long, ranges long, rows long, parts array<long>").collect())
+
+    reader = spark.readStream.format("autosizer-kafka-ranges")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = reader.load().writeStream.foreachBatch(keep).trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(r["rows"] for _, r in tables) < 260 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    rows = [r for _, r in tables]
+    assert sum(r["rows"] for r in rows) == 260
+    assert sorted((r["ranges"], r["parts"]) for r in rows) == [(1, [1]), (2, [0, 2])]  # one task per slot
+
+    from autosizer.pipeline.kafka_source import KafkaRange, read_ranges
+
+    direct = read_slot(broker.bootstrap, pa.table({"topic": ["orders"], "partition": pa.array([0], pa.int32()),
+                                                   "start": [40], "end": [100]}), 10.0)
+    expected = pa.Table.from_batches(list(read_ranges(broker.bootstrap, [KafkaRange("orders", 0, 40, 100)], 10.0)))
+    assert direct.equals(expected) and direct.column("offset").to_pylist() == list(range(40, 100))
 
 
 def test_admission_control_caps_each_batch(spark, broker):

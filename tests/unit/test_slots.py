@@ -275,3 +275,28 @@ def test_every_reader_reports_the_partitions_busiest_thread_at_every_factor():
     assert {p.hottest for p in result.progress} == {expected}
     assert expected[0] == 100 and expected[1] == 50  # F=1: everything; F=2: an even half
     assert expected[-1] == 30  # F=1024: the hot key alone on one thread
+
+
+def test_the_function_receives_each_records_own_fields_and_timestamp():
+    """Rows become Python objects column by column (a zoned timestamp as epoch + microseconds,
+    not pyarrow's slower conversion): every field must equal what pyarrow itself gives."""
+    from datetime import UTC, datetime, timedelta
+
+    layout = Layout(topics={"orders": 1}, factor=2)
+    cp = Checkpoints.initial(layout)
+    base = datetime(2026, 11, 24, 18, 0, tzinfo=UTC)
+    table = records_table((b"k%d" % (o % 7), b"v%d" % o, "orders", 0, o) for o in range(600))
+    stamps = pa.array([base + timedelta(milliseconds=37 * o) for o in range(600)], pa.timestamp("us", tz="UTC"))
+    table = table.set_column(5, "timestamp", stamps)
+    got: dict[int, tuple] = {}
+    lock = threading.Lock()
+
+    def process(record):
+        with lock:
+            got[record.offset] = (record.key, record.value, record.topic, record.partition, record.timestamp)
+
+    run_slot(table, cp, process)
+    expected = {r["offset"]: (r["key"], r["value"], r["topic"], r["partition"], r["timestamp"])
+                for r in table.to_pylist()}
+    assert got == expected
+    assert all(isinstance(v[4], datetime) and v[4].tzinfo is not None for v in got.values())
