@@ -1,8 +1,9 @@
 """The control agent in the Spark driver: runs the query of the current layout generation.
 
-Per micro-batch (`foreachBatch`): hash every record with the Spark expression equal to
-`key_bucket`, run each slot's virtual tasks on threads (`run_slot`, inside `mapInArrow`, one Spark
-task per slot) until the batch deadline, write outputs to the sink, then commit every touched
+Per micro-batch (`foreachBatch`): each slot (`mapInArrow`, one Spark task per slot) reads its
+Kafka ranges itself (`autosizer-kafka-ranges`; a Kinesis slot receives rows, hashed on the way by
+the Spark expression equal to `key_bucket`), runs its virtual tasks on threads (`run_slot`) until
+the batch deadline, writes outputs to the sink; then the agent commits every touched
 task's progress in one commit fenced by the generation, then finalize the sink and publish
 per-partition positions to a Kafka consumer group so standard lag tools see real lag. Last, the
 measured rates go into `Admission`, whose read plan (from the slowest task, a span of measured

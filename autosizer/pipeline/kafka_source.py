@@ -1,5 +1,8 @@
 """`autosizer-kafka`: a Kafka source on PySpark's Python Data Source API, over confluent-kafka.
 
+`autosizer-kafka-ranges` plans the same batches but hands each Spark task only its ranges, for a
+consumer that reads them itself (`read_slot`): what the pipeline's slots run on.
+
 Offsets are per partition (`{"<topic>/<partition>": next_offset}`). The starting offsets come
 from the job's checkpoints in Redis, not from Spark's own checkpoint, so every query run of a new
 layout generation starts where the virtual tasks left off. With a read plan, a partition the plan
