@@ -184,19 +184,17 @@ class _Work:
         # else a record costs the slot; epoch + microseconds gives the same value (measured).
         self._keys = records.column("key").combine_chunks()
         self._values = records.column("value").combine_chunks()
-        stamps = records.column("timestamp")
-        kind = stamps.type
-        self._micros: np.ndarray | None = None
-        if (pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz in ("UTC", "+00:00")
-                and stamps.null_count == 0):
-            self._micros = stamps.cast(pa.int64()).to_numpy()
-        self._stamps = stamps.combine_chunks()
+        stamps, kind = records.column("timestamp"), records.column("timestamp").type
+        zoned_us = pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz in ("UTC", "+00:00")
+        # microseconds since the epoch when that is exact (no nulls), else the Arrow column
+        self._stamps: np.ndarray | pa.Array = (
+            stamps.cast(pa.int64()).to_numpy() if zoned_us and stamps.null_count == 0 else stamps.combine_chunks())
 
     def rows(self, begin: int, count: int) -> zip:
         """(key, value, offset, timestamp) of rows [begin, begin + count), as Python objects."""
         end = begin + count
-        if self._micros is not None:
-            times: list = [_EPOCH + timedelta(microseconds=us) for us in self._micros[begin:end].tolist()]
+        if isinstance(self._stamps, np.ndarray):
+            times: list = [_EPOCH + timedelta(microseconds=us) for us in self._stamps[begin:end].tolist()]
         else:
             times = self._stamps.slice(begin, count).to_pylist()
         return zip(self._keys.slice(begin, count).to_pylist(), self._values.slice(begin, count).to_pylist(),
@@ -233,8 +231,6 @@ def normalize_outputs(result: Any) -> list[Output]:
     """The user's function may return None, a value, a (key, value) pair, or an iterable of them."""
     if result is None:
         return []
-    if type(result) is bytes:  # the common case, first
-        return [(None, result)]
     if isinstance(result, (bytes, bytearray, str)) or (
         isinstance(result, tuple) and len(result) == 2 and not isinstance(result[0], tuple)
     ):

@@ -72,18 +72,16 @@ def test_the_ranges_source_hands_each_slot_its_ranges_and_the_slot_reads_them(sp
     register(spark)
     options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders",
                "startingOffsets": json.dumps({"orders/0": 40}), "slots": json.dumps([["orders/0", "orders/2"]])}
-    tables: list[tuple[int, dict]] = []
+    rows: list = []  # one per Spark task: its ranges, the records it read, their partitions
     bootstrap = broker.bootstrap  # the slot function is pickled: no fixture objects in it
 
-    def keep(df, batch_id):
+    def keep(df, _batch_id):
         def each(batches):
-            from pyspark import TaskContext
-
             ranges = pa.Table.from_batches(list(batches))
             records = read_slot(bootstrap, ranges, 10.0)
-            yield pa.RecordBatch.from_pylist([{"task": TaskContext.get().partitionId(), "ranges": ranges.num_rows,
-                                               "rows": records.num_rows, "parts": sorted(set(records.column("partition").to_pylist()))}])
-        tables.extend((batch_id, r) for r in df.mapInArrow(each, "task long, ranges long, rows long, parts array<long>").collect())
+            yield pa.RecordBatch.from_pylist([{"ranges": ranges.num_rows, "rows": records.num_rows,
+                                               "parts": sorted(set(records.column("partition").to_pylist()))}])
+        rows.extend(df.mapInArrow(each, "ranges long, rows long, parts array<long>").collect())
 
     reader = spark.readStream.format("autosizer-kafka-ranges")
     for k, v in options.items():
@@ -91,11 +89,10 @@ def test_the_ranges_source_hands_each_slot_its_ranges_and_the_slot_reads_them(sp
     query = reader.load().writeStream.foreachBatch(keep).trigger(processingTime="200 milliseconds").start()
     try:
         deadline = time.monotonic() + 60
-        while sum(r["rows"] for _, r in tables) < 260 and time.monotonic() < deadline:
+        while sum(r["rows"] for r in rows) < 260 and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
         query.stop()
-    rows = [r for _, r in tables]
     assert sum(r["rows"] for r in rows) == 260
     assert sorted((r["ranges"], r["parts"]) for r in rows) == [(1, [1]), (2, [0, 2])]  # one task per slot
 
