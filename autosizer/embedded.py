@@ -8,6 +8,7 @@ the same processes everywhere. Each one is stopped by `stop()` (or a `with` bloc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -26,8 +27,68 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_COMPLAINT = re.compile(r"(?i)error|exception|fail|could not|cannot|unable")
+
+
+def _cause(log: Path) -> str:
+    """What a server that failed to start said: its first error line, else its last line."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if _COMPLAINT.search(line)]
+    return (errors or lines or ["nothing logged"])[0 if errors else -1][:300]
+
+
 class _Process:
+    """A server on a loopback port. `port` chosen by us (`_chosen_port`) may be taken by another
+    process between `free_port` and the server binding it; the server then exits at once, and
+    `_launch` tries again on a fresh port. A port the caller named, or one a server has already
+    answered on (so clients hold it), is never changed."""
+
     process: subprocess.Popen | None = None
+    port: int
+    log: Path
+    _chosen_port: bool = False
+    what = "the server"
+
+    def _command(self) -> tuple[list[str], dict[str, str] | None]:
+        raise NotImplementedError
+
+    def _answers(self) -> bool:
+        raise NotImplementedError
+
+    def _launch(self, timeout_s: float, attempts: int = 3) -> None:
+        attempts = attempts if self._chosen_port else 1
+        for _ in range(attempts):
+            args, env = self._command()
+            with self.log.open("ab") as log:
+                self.process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if self._await_answer(timeout_s):
+                self._chosen_port = False
+                return
+            _Process.stop(self)
+            if self._chosen_port:
+                self.port = free_port()
+        raise RuntimeError(f"{self.what} exited at start ({attempts}x): {_cause(self.log)} "
+                           f"(its log: {self.log})")
+
+    def _await_answer(self, timeout_s: float) -> bool:
+        """True once the server answers; False when it exited first."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self._answers():
+                    return True
+            except Exception:
+                pass
+            if self.process.poll() is not None:
+                return False
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.what} did not answer in {timeout_s:g}s: "
+                                   f"{_cause(self.log)} (its log: {self.log})")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -49,12 +110,16 @@ class _Process:
 class EmbeddedRedis(_Process):
     """redis-server with AOF on (fsync always), so a restart finds every acknowledged write."""
 
+    what = "redis-server"
+
     def __init__(self, workdir: str | Path | None = None, port: int | None = None,
                  password: str | None = None, tls: bool = False):
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed: run `make setup`")
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-redis-"))
         self.port = port or free_port()
+        self._chosen_port = port is None
+        self.log = self.workdir / "redis.log"  # redis-server writes it itself (--logfile)
         self.password, self.tls = password, tls
 
     @property
@@ -64,32 +129,30 @@ class EmbeddedRedis(_Process):
             return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.workdir / 'cert.pem'}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def start(self) -> EmbeddedRedis:
+    def start(self, timeout_s: float = 30) -> EmbeddedRedis:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.tls:
+            self._make_certificate()
+        self._launch(timeout_s)
+        return self
+
+    def _command(self) -> tuple[list[str], dict[str, str] | None]:
         args = [
             "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.workdir), "--appendonly", "yes", "--appendfsync", "always",
-            "--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log"),
+            "--save", "", "--daemonize", "no", "--logfile", str(self.log),
         ]
         if self.password:
             args += ["--requirepass", self.password]
         if self.tls:
-            self._make_certificate()
             cert, key = str(self.workdir / "cert.pem"), str(self.workdir / "key.pem")
             args[1:3] = ["--port", "0", "--tls-port", str(self.port)]
             args += ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
                      "--tls-auth-clients", "no"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start: see {self.workdir}/redis.log") from None
-                time.sleep(0.05)
+        return args, None
+
+    def _answers(self) -> bool:
+        return bool(redis.Redis.from_url(self.url, socket_timeout=2).ping())
 
     def restart(self) -> None:
         self.stop()
@@ -117,6 +180,8 @@ class EmbeddedBroker(_Process):
     `create_topic`, `add_partitions`, `producer`, `produce`) so another Kafka-protocol broker can be
     swapped in."""
 
+    what = "the noida-db broker"
+
     def __init__(self, port: int | None = None, workdir: str | Path | None = None):
         try:
             import noida_db
@@ -124,33 +189,30 @@ class EmbeddedBroker(_Process):
             raise RuntimeError("the embedded broker needs noida-db: run `make setup`") from None
         self.binary = str(Path(noida_db.__file__).with_name("noida-db"))
         self.port = port or free_port()
+        self._chosen_port = port is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="autosizer-broker-"))
         self._owns_workdir = workdir is None
+        self.log = self.workdir / "broker.log"
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> EmbeddedBroker:
+    def start(self, timeout_s: float = 60) -> EmbeddedBroker:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._launch(timeout_s)
+        return self
+
+    def _command(self) -> tuple[list[str], dict[str, str] | None]:
+        # its log starts with a harmless glibc "weak version" warning
+        return ([self.binary, "start", "--only", "kafka", "--host", "127.0.0.1",
+                 "--kafka-port", str(self.port), "--data-dir", str(self.workdir / "data")], None)
+
+    def _answers(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        # stderr: the binary prints a harmless glibc "weak version" warning at start
-        self.process = subprocess.Popen(
-            [self.binary, "start", "--only", "kafka", "--host", "127.0.0.1",
-             "--kafka-port", str(self.port), "--data-dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                admin.list_topics(timeout=1)
-                return self
-            except Exception:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the noida-db broker did not start") from None
-                time.sleep(0.05)
+        AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=1)
+        return True
 
     def stop(self) -> None:
         super().stop()
@@ -203,34 +265,42 @@ class EmbeddedKinesis(_Process):
     AT_TIMESTAMP. Its one quirk: a closed shard's EndingSequenceNumber is a placeholder, so a
     shard is finished when its iterator ends, not when a reader passes that number."""
 
+    what = "the Kinesis emulator"
+
     def __init__(self, port: int | None = None, shard_op_s: float = 0.5):
         if shutil.which("node") is None or not (KINESIS_LOCAL / "main.js").exists():
             raise RuntimeError("the Kinesis emulator is not installed: run `make setup`")
         self.port = port or free_port()
+        self._chosen_port = port is None
         self.shard_op_s = shard_op_s  # how long a split, merge or stream creation takes
+        self.log = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-")) / "kinesis.log"
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> EmbeddedKinesis:
+    def start(self, timeout_s: float = 90) -> EmbeddedKinesis:
+        """The deadline is long because node parses an 8 MB bundle, which on a busy 2-core
+        machine (a JVM starting beside it) takes far longer than the usual second."""
+        self._launch(timeout_s)
+        return self
+
+    def _command(self) -> tuple[list[str], dict[str, str] | None]:
         ms = f"{int(self.shard_op_s * 1000)}ms"
         env = {**os.environ, "KINESIS_MOCK_PLAIN_PORT": str(self.port),
                "KINESIS_MOCK_TLS_PORT": str(free_port()),
                "KINESIS_MOCK_CERT_PATH": str(KINESIS_LOCAL / "server.json"),
                "LOG_LEVEL": "WARN", "SHOULD_PERSIST_DATA": "false", "CREATE_STREAM_DURATION": ms,
                "SPLIT_SHARD_DURATION": ms, "MERGE_SHARDS_DURATION": ms, "UPDATE_SHARD_COUNT_DURATION": ms}
-        self.process = subprocess.Popen(["node", str(KINESIS_LOCAL / "main.js")], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.client().list_streams()
-                return self
-            except Exception:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the Kinesis emulator did not start") from None
-                time.sleep(0.1)
+        return ["node", str(KINESIS_LOCAL / "main.js")], env
+
+    def _answers(self) -> bool:
+        self.client().list_streams()
+        return True
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.log.parent, ignore_errors=True)
 
     def client(self) -> Any:
         import boto3
@@ -326,12 +396,16 @@ class EmbeddedSparkCluster(_Process):
 class EmbeddedPrometheus(_Process):
     """A Prometheus server scraping loopback targets every second, with its own TSDB directory."""
 
+    what = "prometheus"
+
     def __init__(self, targets: Iterable[str] = (), workdir: str | Path | None = None,
                  port: int | None = None, scrape_interval: str = "1s"):
         if shutil.which("prometheus") is None:
             raise RuntimeError("prometheus is not installed: run `make setup`")
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-prometheus-"))
         self.port = port or free_port()
+        self._chosen_port = port is None
+        self.log, self.config = self.workdir / "prometheus.log", self.workdir / "prometheus.yml"
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
 
@@ -339,30 +413,22 @@ class EmbeddedPrometheus(_Process):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> EmbeddedPrometheus:
-        import urllib.request
-
+    def start(self, timeout_s: float = 30) -> EmbeddedPrometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        config = self.workdir / "prometheus.yml"
-        config.write_text(
+        self.config.write_text(
             f"global:\n  scrape_interval: {self.scrape_interval}\n  evaluation_interval: {self.scrape_interval}\n"
             "scrape_configs:\n  - job_name: autosizer\n    static_configs:\n"
             f"      - targets: [{', '.join(repr(t) for t in self.targets)}]\n"
         )
-        log = open(self.workdir / "prometheus.log", "ab")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle"],
-            stdout=log, stderr=log,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus did not start: see {self.workdir}/prometheus.log")
-            time.sleep(0.1)
+        self._launch(timeout_s)
+        return self
+
+    def _command(self) -> tuple[list[str], dict[str, str] | None]:
+        return (["prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle"], None)
+
+    def _answers(self) -> bool:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+            return response.status == 200
