@@ -205,3 +205,22 @@ def test_the_read_plan_sets_where_a_batch_starts_and_how_far_it_reads(broker, tm
     # No new data and no progress: the same offset, so Spark runs no batch.
     assert reader.latestOffset(end, ReadAllAvailable()) == end
     reader.stop()
+
+
+def test_the_lag_probe_reads_every_partitions_record_on_every_probe(broker):
+    """The probe assigns, reads one record a partition and unassigns, every second. A consumer
+    with a capped queue found no record for half the partitions on most probes, so the lag
+    series went blind; one left assigned waded through every record fetched behind it."""
+    from autosizer.pipeline.agent import KafkaOffsets
+
+    broker.create_topic("probed", 4)
+    broker.produce("probed", ((i % 4, b"k%d" % i, b"x" * 100) for i in range(8_000)))
+    probe = KafkaOffsets(broker.bootstrap)
+    try:
+        for round_ in range(8):
+            wanted = {("probed", p): 100 * round_ + 7 * p for p in range(4)}
+            found = probe.timestamps_at(wanted)
+            assert set(found) == set(wanted), (round_, sorted(found))
+            assert all(stamp > 0 for stamp in found.values())
+    finally:
+        probe.close()
