@@ -34,6 +34,10 @@ from autosizer.pipeline.slots import TaskProgress
 
 SMOOTHING = 0.5  # weight of the newest batch in a task's saturated rate and input share
 MIN_SAMPLE_NS = 20_000_000  # 20 ms of work: shorter samples are timer noise
+# Records a partition's batch must have read for its busiest-thread counts to update the hot
+# shares: a backlog's last batch can read 3 records, all of one key, and that reads as one lane
+# holding all of the input, which halves the exported capacity for the next batches.
+MIN_SHARE_READ = 200
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Admission:
         seen: set[TopicPartition] = set()
         for p in progress:
             tp = (p.topic, p.partition)
-            if p.read and p.hottest and tp not in seen:  # every reader carries the same counts
+            if p.read >= MIN_SHARE_READ and p.hottest and tp not in seen:  # every reader carries the same counts
                 seen.add(tp)
                 old = self.hot_shares.get(tp)
                 self.hot_shares[tp] = tuple(

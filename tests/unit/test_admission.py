@@ -124,3 +124,23 @@ def test_the_busiest_thread_is_counted_at_every_factor():
         p.read = 200
     admission.observe(progress)
     assert admission.hot_shares[("orders", 0)][:3] == pytest.approx((1.0, 0.7, 0.7))
+
+
+def test_a_tiny_batch_does_not_move_the_busiest_thread_share():
+    """A backlog's last batch can read a few records of one key: one lane with all of the input,
+    if believed, which would cut the exported capacity by more than half."""
+    from autosizer.elasticity import FACTORS
+
+    layout = Layout(topics={"orders": 1}, factor=8)
+    admission = Admission()
+    even = batch(layout, rate=100)
+    for p in even:
+        p.hottest = tuple(1000.0 / f for f in FACTORS)
+    admission.observe(even)
+    before = admission.partition_capacity(layout)[("orders", 0)]
+    tail = batch(layout, rate=100)
+    for p in tail:
+        p.read, p.hottest = 3, tuple(3.0 for _ in FACTORS)  # 3 records, all in one lane
+    admission.observe(tail)
+    assert admission.hot_shares[("orders", 0)][FACTORS.index(8)] == pytest.approx(1 / 8)
+    assert admission.partition_capacity(layout)[("orders", 0)] == pytest.approx(before)
