@@ -3,8 +3,9 @@
 What it adds to the utilization rule, and why:
 - Forecast. The input rate is projected over the restart downtime plus `horizon_s` with the
   smallest of three slopes, over the last eight ticks, over `trend_window_s` and over the last
-  tick: a ramp rises in all three, a step that already happened not in the last one, so a step
-  is not mistaken for a ramp. The input projected is the rate window's, or what the high
+  tick, and only while the last five ticks rise by more than one standard error of their fit: a
+  ramp rises in all of them, a step that already happened not in the last tick, and noise about
+  a level not beyond its scatter, so neither a step nor a noisy tick is mistaken for a ramp. The input projected is the rate window's, or what the high
   watermarks grew by since the last tick when that is more: a window averages in the time before
   a step, the last tick does not. (Not processed plus the backlog's growth: both move by whole
   batches, so over one tick that sum swings by a batch either way and read 3x the input on a
@@ -417,16 +418,35 @@ def _arriving(obs: Observation, earlier: Watermarks | None) -> float:
 
 
 def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
-    """Records/s per second the input is rising at: the smallest of the short and long slopes
-    and the last tick's, >= 0. A step rises in the short and long slopes for as long as the
-    short one reaches back before it (eight ticks: 40 s at a 5 s tick); the last tick's is flat
-    once the rate window has held the step in full for a tick, so a step is not projected as a
-    ramp (the demo's 100 -> 1,200/s step was forecast at 4,031/s that way, and 16 -> 32 bought
-    nothing it needed). A ramp rises in all three."""
+    """Records/s per second the input is rising at: the smallest of the short and long slopes and
+    the last tick's, >= 0, and none unless the last five ticks rise beyond their own scatter. A
+    step rises in the short and long slopes for as long as the short one reaches back before it
+    (eight ticks: 40 s at a 5 s tick); the last tick's is flat once the rate window has held the
+    step in full for a tick, so a step is not projected as a ramp (the demo's 100 -> 1,200/s step
+    was forecast at 4,031/s that way, and 16 -> 32 bought nothing it needed). But one tick's
+    slope is as noisy as two readings of the input, and the horizon multiplies it: a tick that
+    read a tenth more than the one before forecast 3,340/s for the same 1,200/s, and 8 -> 16
+    followed. A ramp rises in all three and through its scatter; a step's first ticks rise
+    through theirs too, so the first tick after a step still projects."""
     if len(rates) < 8:
         return 0.0
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
     short = (now_r - sum(rates[-8:-5])) / max(1e-9, now_t - sum(times[-8:-5]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
+    if _sure_slope(times[-5:], rates[-5:]) <= 0:
+        return 0.0
     return max(0.0, min(short, long, latest))
+
+
+def _sure_slope(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
+    """The least-squares slope less one standard error: what the points rise by beyond their
+    scatter about the line (a clean ramp keeps its slope; noise about a level keeps about none)."""
+    n = len(times)
+    mean_t, mean_r = sum(times) / n, sum(rates) / n
+    spread = sum((t - mean_t) ** 2 for t in times)
+    if n < 3 or spread <= 0:
+        return 0.0
+    slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(times, rates, strict=True)) / spread
+    scatter = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in zip(times, rates, strict=True))
+    return slope - math.sqrt(scatter / (n - 2) / spread)

@@ -427,3 +427,29 @@ def test_autosizer_remembers_a_burst_at_the_height_the_backlog_shows():
                                      task_rate=400, time=600,
                                      watermarks=marks(4000 * 585 + 14_000 * 15, 600, partitions=4)), state)
     assert max(r for _, r in state.peaks) == pytest.approx(14_000)
+
+
+def test_a_noisy_level_is_not_projected_as_a_ramp():
+    """1,200/s read with a tenth of noise either way, as a real job's ticks read it. With the last
+    tick's slope as the only short bound, a tick that read more than the one before was projected
+    over the 122 s horizon (3,340/s for 1,200/s in the demo, and a rescale it did not need)."""
+    import random
+
+    policy = load_policy("autosizer")
+    noise = random.Random(7)
+    state, projected = None, []
+    for k in range(60):
+        rate = 1200.0 * (1 + noise.uniform(-0.1, 0.1)) if k >= 8 else 100.0 * (1 + noise.uniform(-0.1, 0.1))
+        decision, state = policy.decide(observe(factor=16, input_rate=rate, task_rate=400, time=5.0 * k,
+                                                restart_downtime_s=2.0), state)
+        if k >= 17:  # the short slope no longer reaches back to the step
+            projected.append(decision.details["forecast"] - rate)
+    assert max(projected) < 300, max(projected)  # at most a quarter of a level's worth ahead
+
+
+def test_the_five_tick_slope_keeps_a_clean_ramp_and_drops_scatter():
+    from autosizer.policies.autosizer_policy import _sure_slope
+
+    times = (0.0, 5.0, 10.0, 15.0, 20.0)
+    assert _sure_slope(times, tuple(100.0 + 20.0 * t for t in times)) == pytest.approx(20.0)
+    assert _sure_slope(times, (1200.0, 1080.0, 1300.0, 1150.0, 1250.0)) < 5.0
