@@ -86,6 +86,7 @@ class _Process:
             if self.process.poll() is not None:
                 return False
             if time.monotonic() > deadline:
+                _Process.stop(self)  # not left running behind the error (its log stays)
                 raise RuntimeError(f"{self.what} did not answer in {timeout_s:g}s: "
                                    f"{_cause(self.log)} (its log: {self.log})")
             time.sleep(0.05)

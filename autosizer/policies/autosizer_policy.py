@@ -443,9 +443,11 @@ def _sure_slope(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     """The least-squares slope less one standard error: what the points rise by beyond their
     scatter about the line (a clean ramp keeps its slope; noise about a level keeps about none)."""
     n = len(times)
+    if n < 3:
+        return 0.0
     mean_t, mean_r = sum(times) / n, sum(rates) / n
     spread = sum((t - mean_t) ** 2 for t in times)
-    if n < 3 or spread <= 0:
+    if spread <= 0:
         return 0.0
     slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(times, rates, strict=True)) / spread
     scatter = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in zip(times, rates, strict=True))

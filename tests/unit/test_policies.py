@@ -453,3 +453,4 @@ def test_the_five_tick_slope_keeps_a_clean_ramp_and_drops_scatter():
     times = (0.0, 5.0, 10.0, 15.0, 20.0)
     assert _sure_slope(times, tuple(100.0 + 20.0 * t for t in times)) == pytest.approx(20.0)
     assert _sure_slope(times, (1200.0, 1080.0, 1300.0, 1150.0, 1250.0)) < 5.0
+    assert _sure_slope((), ()) == _sure_slope((5.0, 5.0, 5.0), (1.0, 2.0, 3.0)) == 0.0  # no line to fit
