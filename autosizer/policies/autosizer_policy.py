@@ -5,9 +5,9 @@ What it adds to the utilization rule, and why:
   smallest of three slopes, over the last eight ticks, over `trend_window_s` and over the last
   tick, and only while the last five ticks rise by more than one standard error of their fit: a
   ramp rises in all of them, a step that already happened not in the last tick, and noise about
-  a level not beyond its scatter, so neither a step nor a noisy tick is mistaken for a ramp. The input projected is the rate window's, or what the high
-  watermarks grew by since the last tick when that is more: a window averages in the time before
-  a step, the last tick does not. (Not processed plus the backlog's growth: both move by whole
+  a level not beyond its scatter, so neither a step nor a noisy tick is mistaken for a ramp. The
+  input projected is the rate window's, or what the high watermarks grew by since the last tick
+  when that is more: a window averages in the time before a step, the last tick does not. (Not processed plus the backlog's growth: both move by whole
   batches, so over one tick that sum swings by a batch either way and read 3x the input on a
   real job.)
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the

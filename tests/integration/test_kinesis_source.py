@@ -85,4 +85,3 @@ def test_a_tail_counts_arrivals_and_records_behind_a_position(kinesis, stream):
     kinesis.produce(stream, [(b"k%d" % i, b"b") for i in range(10)])
     tail.follow()
     assert tail.seen == 40 and tail.behind(numbers[10]) == 30  # a high watermark keeps counting
-
