@@ -25,13 +25,13 @@ utilization rescaled once (70% of one is zero), the second cannot.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 import numpy as np
 
 from autosizer.elasticity import FACTORS
-from autosizer.policies import Decision, load_policy
+from autosizer.policies import load_policy
 from autosizer.policies.day_plan import day_plan
+from autosizer.simulator.bounds import violation_floor
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.scores import score
 from autosizer.simulator.traces import load_trace, trace_names
@@ -66,34 +66,6 @@ def oracle(name: str, per_day: int = 4) -> tuple[float, int]:
     return plan_at(high)
 
 
-class Hold:
-    """Never rescale: what a job achieves at its start factor."""
-
-    name = "hold"
-
-    def decide(self, observation, state=None):
-        return Decision(observation.factor, "hold"), state
-
-
-def violation_floor(name: str) -> tuple[int, int]:
-    """(the least violation-seconds any factor held from the start achieves, at the start
-    factor's own): factors from 1 up to the first whose capacity is twice the trace's peak, or
-    that adds no capacity."""
-    trace = load_trace(name)
-    job, peak = trace.job, float(np.max(trace.workload.rate))
-    found: list[int] = []
-    at_start = None
-    for factor in FACTORS:
-        held = score(simulate(trace.workload, replace(job, start_factor=factor), Hold())).violation_s
-        found.append(held)
-        at_start = held if factor == job.start_factor else at_start
-        if job.capacity(factor) >= 2 * peak or (factor > 1 and job.capacity(factor) <= 1.001 * job.capacity(factor // 2)):
-            break
-    if at_start is None:
-        at_start = score(simulate(trace.workload, job, Hold())).violation_s
-    return min(found), at_start
-
-
 def goals(names: list[str]) -> None:
     """Per trace: ours against each baseline, the floor, and whether the goal is met, missed, or
     out of any policy's reach."""
@@ -104,7 +76,7 @@ def goals(names: list[str]) -> None:
         trace = load_trace(name)
         ours, util, lt = (score(simulate(trace.workload, trace.job, load_policy(p)))
                           for p in ("autosizer", "utilization", "lag-threshold"))
-        floor, at_start = violation_floor(name)
+        floor, at_start = violation_floor(trace)
         late = ours.violation_s <= 0.5 * lt.violation_s
         cheap = ours.task_hours <= lt.task_hours
         first = ("met" if late and cheap else

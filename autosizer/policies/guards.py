@@ -29,7 +29,7 @@ class Guards:
     max_factor: int = 1024
     max_step: int = 32  # one decision multiplies or divides the factor by at most this
     cooldown_s: float = 300.0
-    overload_cooldown_s: float = 60.0  # the cooldown for a scale-up when the input exceeds capacity
+    overload_cooldown_s: float = 45.0  # the cooldown for a scale-up when the input exceeds capacity
     scale_down_delay_s: float = 600.0
     max_age_s: float = 60.0
 

@@ -126,6 +126,7 @@ def test_guards_clamp_and_limit_the_step(current, wish, step):
 
 def test_an_overload_shortens_the_cooldown_for_a_scale_up_only():
     guards = Guards(cooldown_s=300, overload_cooldown_s=60)
+    assert Guards().overload_cooldown_s == 45
     more = Decision(8, "more")
     # Factor 2 on 4 partitions at 400/s per task takes 3,200/s; 4,000/s arrive.
     held, _ = guards.apply(observe(factor=2, input_rate=4000, since_rescale_s=45), more)
@@ -280,6 +281,25 @@ def test_autosizer_never_scales_down_while_catching_up_and_leaves_a_hot_key_out(
     assert "hot key in t0" in decision.reason and decision.details["lag"] == pytest.approx(1000)
     with pytest.raises(ValueError, match="must be below target_utilization"):
         load_policy("autosizer", {"scale_down_utilization": 0.9})
+
+
+def test_a_job_that_keeps_up_just_past_the_target_is_left_alone_until_the_band_is_passed():
+    """Factor 2 on 4 partitions at 400/s per task takes 3,200/s. 2,700/s is 84%: past the 80%
+    target, within the 90% band, nobody behind: no rescale for a forecast that one tick's noise
+    can push either way. Past the band, or behind, it sizes at the target as before."""
+    policy = load_policy("autosizer")
+    inside, _ = policy.decide(observe(factor=2, input_rate=2700))
+    assert inside.factor == 2
+    assert inside.reason == "hold: utilization 84% of measured 3200/s, within the 90% scale-up band and nobody behind"
+    past, _ = policy.decide(observe(factor=2, input_rate=3000))
+    assert past.factor == 4
+    behind, _ = policy.decide(observe(factor=2, input_rate=2700, lag=30_000))
+    assert behind.factor == 4
+    no_band, _ = load_policy("autosizer", {"scale_up_utilization": 0.8}).decide(
+        observe(factor=2, input_rate=2700))
+    assert no_band.factor == 4
+    with pytest.raises(ValueError, match="scale_up_utilization 0.7 must be at least target_utilization"):
+        load_policy("autosizer", {"scale_up_utilization": 0.7})
 
 
 def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_hour():
