@@ -1,11 +1,13 @@
 """The trace suite's table: every trace, the three built-in policies, default settings and guards.
 
-Run: .venv/bin/python benchmarks/bench_trace_suite.py
+Run: .venv/bin/python benchmarks/bench_trace_suite.py [--plots DIR]
 
 Prints, per trace and policy, violation-seconds / task-hours / rescales (per day, on traces of a
 day or more) / reversals within 1 h / the longest scale-up delay after a sustained overload (s),
 then the totals over the real and the synthetic traces, as markdown for BENCHMARKS.md. The same
 runs as `tests/unit/test_trace_suite.py` (which checks the goals) and `autosizer simulate --trace`.
+With `--plots DIR` it also writes each trace's timeline (the three runs) to `DIR/trace-NAME.png`
+and prints the README's section per trace (its description, its row, its plot).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autosizer.policies import load_policy  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
+from autosizer.simulator.report import plot  # noqa: E402
 from autosizer.simulator.scores import score  # noqa: E402
 from autosizer.simulator.traces import load_trace, trace_names  # noqa: E402
 
@@ -31,21 +34,28 @@ def cell(s, seconds: int) -> str:
             f"{s.scale_up_delay_s}")
 
 
-def main() -> None:
+def main(plots: Path | None = None) -> None:
     names = [*REAL, *(n for n in trace_names() if n not in REAL)]
     totals: dict[tuple[str, str], list[float]] = {}
+    sections: list[str] = []
     print(f"| trace | {' | '.join(f'`{p}`' for p in POLICIES)} |")
     print("| --- |" + " --- |" * len(POLICIES))
     for name in names:
         trace = load_trace(name)
-        cells = []
+        cells, runs = [], []
         for policy in POLICIES:
-            s = score(simulate(trace.workload, trace.job, load_policy(policy)))
+            runs.append(simulate(trace.workload, trace.job, load_policy(policy)))
+            s = score(runs[-1])
             cells.append(cell(s, trace.workload.seconds))
             kind = "real" if name in REAL else "synthetic"
             row = totals.setdefault((kind, policy), [0, 0.0, 0, 0])
             for i, value in enumerate((s.violation_s, s.task_hours, s.rescales, s.reversals_1h)):
                 row[i] += value
+        if plots is not None:
+            plot(runs, plots / f"trace-{name}.png", title=name)
+            sections.append(f"#### `{name}`\n\n{trace.description}\n\n" + "; ".join(
+                f"`{p}` {c}" for p, c in zip(POLICIES, cells, strict=True)) +
+                f".\n\n![{name}]({plots.name}/trace-{name}.png)\n")
         label = f"`{name}` (real)" if name in REAL else f"`{name}`"
         print(f"| {label} | {' | '.join(cells)} |", flush=True)
     print("\n| traces | " + " | ".join(f"`{p}`" for p in POLICIES) + " |")
@@ -53,7 +63,14 @@ def main() -> None:
     for kind, count in (("real", len(REAL)), ("synthetic", len(names) - len(REAL))):
         cells = [" / ".join(f"{v:,.0f}" for v in totals[(kind, p)]) for p in POLICIES]
         print(f"| {kind} ({count}) | {' | '.join(cells)} |")
+    if sections:
+        print("\n" + "\n".join(sections))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--plots"] and len(sys.argv) == 3:
+        main(Path(sys.argv[2]))
+    elif len(sys.argv) == 1:
+        main()
+    else:
+        sys.exit("usage: bench_trace_suite.py [--plots DIR]")

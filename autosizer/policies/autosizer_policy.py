@@ -155,7 +155,7 @@ class AutosizerPolicy:
         plan, planned_up = last.plan, last.planned_up
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
-            return Decision(factor, reason, details), AutosizerState(
+            return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan,
                 planned_up, obs.watermarks or last.watermarks)
 

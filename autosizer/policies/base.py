@@ -251,6 +251,10 @@ class Decision:
     factor: int
     reason: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    # a scale-up the guards may let through at once when it undoes the scale-down they last let
+    # through and the input already exceeds the smaller factor's capacity (`Guards`); a policy
+    # opts in, since a rule that scales down eagerly would then flap at the speed of a restart
+    undo_scale_down: bool = False
 
     def __post_init__(self) -> None:
         validate_factor(self.factor)

@@ -7,7 +7,11 @@ rescale, and scale down only once the wish has lasted `scale_down_delay_s` (lazy
 The cooldown is shorter (`overload_cooldown_s`) for a scale-up when the input already exceeds
 the current factor's measured capacity (`Observation.capacity`): the backlog then grows every
 second, and a full cooldown turns one fast ramp into a ladder of rescales behind it. Whatever the
-policy, the guard reads that from the observation itself.
+policy, the guard reads that from the observation itself. When the rescale that started the
+cooldown was a scale-down these guards let through to the current factor, an overload skips the
+cooldown altogether for a policy that opts in (`Decision.undo_scale_down`): the scale-down was
+the mistake, and waiting makes it worse. The default policy opts in; the baselines, ports of
+KEDA's and Flink's rules, do not (lag-threshold scales down eagerly and would flap at once).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from autosizer.policies.base import Decision, Observation
 @dataclass(frozen=True)
 class GuardState:
     scale_down_since: float | None = None
+    # the factor the last change these guards let through scaled down to (None: it scaled up,
+    # or none is known, as after a daemon restart)
+    scaled_down_to: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,12 @@ class Guards:
                 state = replace(state, scale_down_since=None)
             reason = wish.reason if wish.reason.startswith("hold") else f"hold: {wish.reason}"
             return Decision(current, reason, details), state
-        cooldown = self.cooldown_s
+        cooldown, undo = self.cooldown_s, False
         if target > current and _overloaded(observation):
-            cooldown = min(cooldown, self.overload_cooldown_s)
+            # The backlog grows every second. If the rescale that started the cooldown was a
+            # scale-down to this factor, that step was the mistake: undo it at once.
+            undo = wish.undo_scale_down and state.scaled_down_to == current
+            cooldown = 0.0 if undo else min(cooldown, self.overload_cooldown_s)
         if observation.since_rescale_s < cooldown:
             return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
                                      f"last rescale < {cooldown:.0f}s", details), state
@@ -77,8 +87,13 @@ class Guards:
             if waited < self.scale_down_delay_s:
                 return (Decision(current, f"hold: scale-down to {target} wanted for {waited:.0f}s "
                                           f"< {self.scale_down_delay_s:.0f}s", details),
-                        GuardState(scale_down_since=since))
-        return Decision(target, wish.reason, details), GuardState()
+                        replace(state, scale_down_since=since))
+        reason = wish.reason
+        if undo and observation.since_rescale_s < min(self.cooldown_s, self.overload_cooldown_s):
+            reason += (f"; undoes the scale-down to {current} {observation.since_rescale_s:.0f}s ago at once: "
+                       f"the input exceeds its capacity")
+        return Decision(target, reason, details), GuardState(
+            scaled_down_to=target if target < current else None)
 
 
 def _overloaded(observation: Observation) -> bool:

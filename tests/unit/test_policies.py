@@ -22,6 +22,7 @@ from autosizer.policies import (
     policy_names,
 )
 from autosizer.policies.base import factor_for
+from autosizer.policies.guards import GuardState
 
 
 def observe(factor=1, lag=0.0, input_rate=1000.0, task_rate=400.0, busy=1.0, partitions=4,
@@ -138,6 +139,34 @@ def test_an_overload_shortens_the_cooldown_for_a_scale_up_only():
     assert calm.factor == 2 and "< 300s" in calm.reason
     with pytest.raises(ValueError, match="overload_cooldown_s must be >= 0"):
         Guards(overload_cooldown_s=-1)
+
+
+def test_an_overload_right_after_a_scale_down_skips_the_cooldown_for_a_policy_that_opts_in():
+    """Issue 12: a scale-up is never delayed by a cooldown that a scale-down started when the
+    input already exceeds the smaller factor's capacity. The default policy opts in."""
+    guards = Guards(cooldown_s=300, overload_cooldown_s=60, scale_down_delay_s=0)
+    down, state = guards.apply(observe(factor=8, input_rate=500, since_rescale_s=1000), Decision(2, "less"))
+    assert down.factor == 2 and state.scaled_down_to == 2
+    # Factor 2 on 4 partitions at 400/s per task takes 3,200/s; 4,000/s arrive 5 s later.
+    overloaded = observe(factor=2, input_rate=4000, since_rescale_s=5)
+    wish, _ = load_policy("autosizer").decide(overloaded)
+    assert wish.factor > 2 and wish.undo_scale_down
+    up, after = guards.apply(overloaded, wish, state)
+    assert up.factor == wish.factor and after.scaled_down_to is None
+    assert "undoes the scale-down to 2 5s ago at once" in up.reason
+    # A policy that does not opt in (the baselines) waits the overload cooldown.
+    plain, _ = guards.apply(overloaded, Decision(8, "more"), state)
+    assert plain.factor == 2 and "< 60s" in plain.reason
+    # After a scale-up, or with no record of the last change (a restarted daemon): 60 s too.
+    held, _ = guards.apply(observe(factor=8, input_rate=40_000, since_rescale_s=5),
+                           Decision(32, "more", undo_scale_down=True), after)
+    assert held.factor == 8 and "< 60s" in held.reason
+    fresh, _ = guards.apply(overloaded, wish)
+    assert fresh.factor == 2 and "< 60s" in fresh.reason
+    # Without an overload the full cooldown holds, whatever came before.
+    calm, _ = guards.apply(observe(factor=2, input_rate=3000, since_rescale_s=5),
+                           Decision(8, "more", undo_scale_down=True), GuardState(scaled_down_to=2))
+    assert calm.factor == 2 and "< 300s" in calm.reason
 
 
 def test_cooldown_and_lazy_scale_down():
