@@ -1,13 +1,15 @@
 """The trace suite's table: every trace, the three built-in policies, default settings and guards.
 
-Run: .venv/bin/python benchmarks/bench_trace_suite.py [--plots DIR]
+Run: .venv/bin/python benchmarks/bench_trace_suite.py [--plots DIR | --undo]
 
 Prints, per trace and policy, violation-seconds / task-hours / rescales (per day, on traces of a
 day or more) / reversals within 1 h / the longest scale-up delay after a sustained overload (s),
 then the totals over the real and the synthetic traces, as markdown for BENCHMARKS.md. The same
 runs as `tests/unit/test_trace_suite.py` (which checks the goals) and `autosizer simulate --trace`.
 With `--plots DIR` it also writes each trace's timeline (the three runs) to `DIR/trace-NAME.png`
-and prints the README's section per trace (its description, its row, its plot).
+and prints the README's section per trace (its description, its row, its plot). With `--undo`
+the baselines also opt in to the guards' at-once undo of a scale-down under overload
+(`Decision.undo_scale_down`, which they do not by default): what that opt-in does to them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dataclasses import replace  # noqa: E402
 
 from autosizer.policies import load_policy  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
@@ -34,7 +38,19 @@ def cell(s, seconds: int) -> str:
             f"{s.scale_up_delay_s}")
 
 
-def main(plots: Path | None = None) -> None:
+class OptIn:
+    """A baseline that opts in to the guards' undo of a scale-down under overload."""
+
+    def __init__(self, name: str):
+        self.policy = load_policy(name)
+        self.name = name
+
+    def decide(self, observation, state=None):
+        decision, state = self.policy.decide(observation, state)
+        return replace(decision, undo_scale_down=True), state
+
+
+def main(plots: Path | None = None, undo: bool = False) -> None:
     names = [*REAL, *(n for n in trace_names() if n not in REAL)]
     totals: dict[tuple[str, str], list[float]] = {}
     sections: list[str] = []
@@ -44,7 +60,8 @@ def main(plots: Path | None = None) -> None:
         trace = load_trace(name)
         cells, runs = [], []
         for policy in POLICIES:
-            runs.append(simulate(trace.workload, trace.job, load_policy(policy)))
+            chosen = OptIn(policy) if undo and policy != "autosizer" else load_policy(policy)
+            runs.append(simulate(trace.workload, trace.job, chosen))
             s = score(runs[-1])
             cells.append(cell(s, trace.workload.seconds))
             kind = "real" if name in REAL else "synthetic"
@@ -70,7 +87,9 @@ def main(plots: Path | None = None) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--plots"] and len(sys.argv) == 3:
         main(Path(sys.argv[2]))
+    elif sys.argv[1:] == ["--undo"]:
+        main(undo=True)
     elif len(sys.argv) == 1:
         main()
     else:
-        sys.exit("usage: bench_trace_suite.py [--plots DIR]")
+        sys.exit("usage: bench_trace_suite.py [--plots DIR | --undo]")
