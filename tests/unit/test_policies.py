@@ -432,6 +432,32 @@ def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
     assert all(f > 100.0 + 110.0 * k + 1000 for k, f in enumerate(ramp) if k >= 8), ramp
 
 
+def test_a_30s_rate_window_taking_in_a_step_is_not_projected_as_a_ramp():
+    """The daemon's clocks: 5 s ticks, a 30 s rate window. 100 -> 1,200/s: the watermarks show the
+    step within a tick, the window rises over six ticks, a clean line the five-tick test passes
+    (run 41 of the demo: 4,174/s forecast for 1,200/s, and 8 -> 32). With the watermarks' series
+    beside it, the forecast is the input from the tick after the step on; a ramp seen the same
+    way keeps its trend."""
+    policy = load_policy("autosizer")
+
+    def forecasts(rate) -> list[float]:
+        state, out, offsets = None, [], 0.0
+        for k in range(20):
+            t = 5.0 * k
+            offsets += 5.0 * rate(t)
+            window = sum(rate(u) for u in np.arange(t - 29.5, t + 0.5, 1.0)) / 30.0
+            decision, state = policy.decide(observe(factor=16, input_rate=window, task_rate=400, time=t,
+                                                    restart_downtime_s=2.0, watermarks=marks(offsets, t)),
+                                            state)
+            out.append(decision.details["forecast"])
+        return out
+
+    step = forecasts(lambda t: 100.0 if t < 50 else 1200.0)
+    assert step[11:] == pytest.approx([1200.0] * 9), step
+    ramp = forecasts(lambda t: 100.0 + 22.0 * t)
+    assert all(f > 100.0 + 22.0 * 5 * k + 1000 for k, f in enumerate(ramp) if k >= 10), ramp
+
+
 def test_a_batch_boundary_in_the_rate_window_does_not_make_a_scale_up_look_useless():
     """At the scale-up tick the window held two batches' commits: 40/s processed where the tasks
     measure 20/s flat out. Judged against 40/s, factor 2's 40/s was "+0%": back to 1 and a
