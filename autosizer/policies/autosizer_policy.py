@@ -7,11 +7,12 @@ What it adds to the utilization rule, and why:
   ramp rises in all of them, a step that already happened not in the last tick, and noise about
   a level not beyond its scatter, so neither a step nor a noisy tick is mistaken for a ramp. The
   input projected is the rate window's, or what the high watermarks grew by since the last tick
-  when that is more: a window averages in the time before a step, the last tick does not. (Not processed plus the backlog's growth: both move by whole
-  batches, so over one tick that sum swings by a batch either way and read 3x the input on a
-  real job.) The slope is the smaller of the rate window's and the watermarks': a 30 s window
-  takes in a step over six 5 s ticks, a clean rise that passed the five-tick test and forecast
-  4,174/s for 1,200/s on the real demo (run 41), while the watermarks' series is flat by then.
+  when that is more: a window averages in the time before a step, the last tick does not. (Not
+  processed plus the backlog's growth: both move by whole batches, so over one tick that sum
+  swings by a batch either way and read 3x the input on a real job.) The slope is the smaller of
+  the rate window's and the watermarks': a 30 s window takes in a step over six 5 s ticks, a
+  clean rise that passed the five-tick test and forecast 4,174/s for 1,200/s on the real demo
+  (run 41), while the watermarks' series is flat by then.
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
@@ -140,7 +141,7 @@ class AutosizerPolicy:
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
         arriving = _arriving(obs, last.watermarks)
-        arrivals = (*last.arrivals[keep:], arriving) if len(last.arrivals) == len(last.times) else ()
+        arrivals = (*last.arrivals[keep:], arriving)  # kept in step with `times`
         # the input the scale-up sizes for is what a returning peak is remembered as
         peaks = _remember_peak(last.peaks, obs.time, arriving, self.lull_memory)
         task_rate = obs.task_rate or last.task_rate
@@ -181,9 +182,8 @@ class AutosizerPolicy:
                 ceiling, ceiling_until = back, obs.time + self.memory
                 return answer(back, reason, details)
 
-        rising = _trend(times, rates)
-        if len(arrivals) == len(times):  # a rate window still taking in a step is not a ramp
-            rising = min(rising, _trend(times, arrivals))
+        # a rate window still taking in a step is not a ramp: the watermarks' series is flat by then
+        rising = min(_trend(times, rates), _trend(times, arrivals))
         forecast = arriving + rising * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
