@@ -10,9 +10,9 @@ What it adds to the utilization rule, and why:
   when that is more: a window averages in the time before a step, the last tick does not. (Not
   processed plus the backlog's growth: both move by whole batches, so over one tick that sum
   swings by a batch either way and read 3x the input on a real job.) The slope is the smaller of
-  the rate window's and the watermarks': a 30 s window takes in a step over six 5 s ticks, a
-  clean rise that passed the five-tick test and forecast 4,174/s for 1,200/s on the real demo
-  (run 41), while the watermarks' series is flat by then.
+  the rate window's and the watermarks': a window holds a step's climb for as many ticks as it
+  is long, a rise that can pass the five-tick test (the real demo forecast 4,174/s for 1,200/s
+  that way, run 41), while the watermarks' series is level by then.
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.

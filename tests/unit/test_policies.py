@@ -433,11 +433,11 @@ def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
 
 
 def test_a_30s_rate_window_taking_in_a_step_is_not_projected_as_a_ramp():
-    """The daemon's clocks: 5 s ticks, a 30 s rate window. 100 -> 1,200/s: the watermarks show the
-    step within a tick, the window rises over six ticks, a clean line the five-tick test passes
-    (run 41 of the demo: 4,174/s forecast for 1,200/s, and 8 -> 32). With the watermarks' series
-    beside it, the forecast is the input from the tick after the step on; a ramp seen the same
-    way keeps its trend."""
+    """A 5 s tick over the default 30 s rate window. 100 -> 1,200/s: the watermarks show the step
+    within a tick, the window rises over six ticks, a clean line the five-tick test passes (the
+    demo's run 41 forecast 4,174/s for 1,200/s from a window's rise, and went 8 -> 32). With the
+    watermarks' series beside it, the forecast is the input from the tick after the step on; a
+    ramp seen the same way keeps its trend."""
     policy = load_policy("autosizer")
 
     def forecasts(rate) -> list[float]:
