@@ -1,6 +1,6 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
-Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240]
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -8,12 +8,15 @@ then reads the run back from Prometheus: `autosizer fit`'s model of the job and 
 The simulator replays that load through the same policy and guards, at the daemon's tick, from
 the same start factor. Printed side by side: the lag integral (seconds of lag, summed over the
 run) and the peak lag, real and simulated, and their ratios (goal: both within 20%).
+`--high 255` steps to about 85% of factor 1's measured capacity instead: inside the policy's
+scale-up band, where it should hold factor 1 and the job should still keep up.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -104,6 +107,8 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="also save the run's series here (JSON)")
     parser.add_argument("--replay", type=Path, help="no real run: compare against series saved by --save")
     parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
+    parser.add_argument("--high", type=float, help="the step's rate in orders/s (default the demo's 1,200); "
+                        "255 is about 85%% of factor 1's measured capacity, inside the scale-up band")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -111,7 +116,9 @@ def main() -> None:
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config)
         return
-    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save))
+    if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
+        parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
+    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high)
 
 
 if __name__ == "__main__":

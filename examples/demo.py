@@ -95,9 +95,9 @@ def cpu_step(cpu_ms: float) -> float:
 
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
-        cpu_ms: float = 0.0) -> bool:
+        cpu_ms: float = 0.0, high: float | None = None) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
-    hook). True when the job kept up with the step."""
+    hook); `high` replaces the step's rate. True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -141,7 +141,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                 time.sleep(0.5)
             runner.start()
             began = time.time()
-            watch(store, load, probe, duration, timeline, high=cpu_step(cpu_ms) if cpu_ms else HIGH)
+            step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
+            watch(store, load, probe, duration, timeline, high=step)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
