@@ -17,9 +17,9 @@ What it adds to the utilization rule, and why:
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
   met by one rescale rather than a ladder.
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
-  the forecast passes `scale_up_utilization` of the measured capacity (Flink's target
-  utilization boundary); it is then sized at the target. A forecast a tick's noise pushes just
-  past the target is no reason for a restart.
+  the forecast passes `scale_up_utilization` of the measured capacity (Flink's
+  `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past
+  the target is no reason for a restart.
 - Hysteresis. It scales down only when the smaller factor would run at or below
   `scale_down_utilization` of the highest input over `trend_window_s` and of the input's usual
   level over `lull_memory_s` (the second-highest of its slices' peaks: a lull or an upstream
@@ -103,7 +103,7 @@ class AutosizerPolicy:
                  scale_up_utilization: float = 0.9):
         self.target = fraction("target_utilization", target_utilization)
         # a job that keeps up is scaled up only once the forecast passes this share of the
-        # measured capacity (Flink's target utilization boundary); it is then sized at target
+        # measured capacity (Flink's `utilization.max`); it is then sized at target
         self.up = fraction("scale_up_utilization", scale_up_utilization)
         if self.up < self.target:
             raise ValueError(f"scale_up_utilization {scale_up_utilization!r} must be at least "
