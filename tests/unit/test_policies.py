@@ -169,6 +169,26 @@ def test_an_overload_right_after_a_scale_down_skips_the_cooldown_for_a_policy_th
     assert calm.factor == 2 and "< 300s" in calm.reason
 
 
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 32]), st.sampled_from([500.0, 2000.0, 40_000.0]),
+                          st.sampled_from([5.0, 50.0, 400.0]), st.booleans()), min_size=1, max_size=12))
+def test_a_cooldown_is_skipped_only_to_undo_the_guards_own_scale_down_under_overload(steps):
+    """Whatever the sequence of wishes: a change inside the overload cooldown is a scale-up that
+    opted in, undoing the last change these guards let through (a scale-down to this factor),
+    while the input exceeds the factor's capacity (4 partitions at 400/s per task)."""
+    guards = Guards(cooldown_s=300, overload_cooldown_s=60, scale_down_delay_s=0)
+    factor, state, last_down_to = 8, None, None
+    for wish, rate, since, undo in steps:
+        obs = observe(factor=factor, input_rate=rate, since_rescale_s=since)
+        decision, state = guards.apply(obs, Decision(wish, "wish", undo_scale_down=undo), state)
+        if decision.factor != factor and since < 60:
+            assert decision.factor > factor and undo and last_down_to == factor
+            assert rate >= 4 * factor * 400
+        if decision.factor != factor:
+            last_down_to = decision.factor if decision.factor < factor else None
+            factor = decision.factor
+        assert state.scaled_down_to == last_down_to
+
+
 def test_cooldown_and_lazy_scale_down():
     guards = Guards(cooldown_s=300, scale_down_delay_s=600)
     up, _ = guards.apply(observe(factor=2, since_rescale_s=100), Decision(8, "more"))
