@@ -43,14 +43,16 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
     # The load is read back from the high watermark's steps, second by second (fit.py); the
     # 3 s window only serves the partitions' shares.
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW)
+    rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"]}
+                for d in finished.decisions if d["outcome"] in ("scale_up", "scale_down") and d["time"] >= start]
     if save is not None:
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
-                                    "series": series}))
+                                    "series": series, "rescales": rescales}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path)
+    replay(series, start, end, finished.config_path, rescales)
 
 
-def replay(series: dict, start: float, end: float, config_path: Path) -> None:
+def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None) -> None:
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     job = fitted.job
@@ -75,6 +77,11 @@ def replay(series: dict, start: float, end: float, config_path: Path) -> None:
     print(f"factor path, real:      {factor_path(fitted.factor[:seconds])}")
     print(f"factor path, simulated: {factor_path(run.factor[:seconds])} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
+    for r in rescales or ():  # saved runs before session 18 have none
+        # when the tick began, and when its actuation (drain, migrate, start, first commit) ended
+        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s, actuated by "
+              f"{r['at'] + r['tick_ms'] / 1000:.1f} s; simulated drain at the tick, restart "
+              f"{job.restart_downtime_s:.2f} s, first commit modelled {job.actuation_s(r['new']):.1f} s after")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
     print(f"goal (both ratios within 20%): {'met' if goal else 'missed'}")
     capacity_check(fitted)
@@ -114,7 +121,7 @@ def main() -> None:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
         config.write_text(saved["config"])
-        replay(saved["series"], saved["start"], saved["end"], config)
+        replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")

@@ -154,7 +154,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                 runner.join(300)
             kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
             print(f"\n{verdict}")
-            for judged in _judgements(DecisionJournal(store).last(500)):
+            decisions = DecisionJournal(store).last(500)
+            for judged in _judgements(decisions):
                 print(f"judged: {judged}")
             print(f"produced {total} orders; waiting for the pipeline to finish them...")
             _wait_for(workdir / "enriched", total)
@@ -164,7 +165,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         if png is not None:
             plot(timeline, png)
         if after is not None:
-            after(Finished(prometheus.url, began, ended, config_path, timeline))
+            after(Finished(prometheus.url, began, ended, config_path, timeline, decisions))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
     return kept_up
 
@@ -187,6 +188,7 @@ class Finished:
     ended: float
     config_path: Path
     timeline: list[dict]
+    decisions: list[dict]  # the daemon's journal, oldest first (`DecisionRecord` fields)
 
 
 def _judgements(decisions: list[dict]) -> list[str]:
