@@ -15,11 +15,10 @@ the baselines also opt in to the guards' at-once undo of a scale-down under over
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dataclasses import replace  # noqa: E402
 
 from autosizer.policies import load_policy  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
@@ -70,7 +69,7 @@ def main(plots: Path | None = None, undo: bool = False) -> None:
                 row[i] += value
         if plots is not None:
             plot(runs, plots / f"trace-{name}.png", title=name)
-            sections.append(f"#### `{name}`\n\n{trace.description}\n\n" + "; ".join(
+            sections.append(f"##### `{name}`\n\n{trace.description}\n\n" + "; ".join(
                 f"`{p}` {c}" for p, c in zip(POLICIES, cells, strict=True)) +
                 f".\n\n![{name}]({plots.name}/trace-{name}.png)\n")
         label = f"`{name}` (real)" if name in REAL else f"`{name}`"
