@@ -26,6 +26,9 @@ What it adds to the utilization rule, and why:
   outage is not less work, and what it held back comes back), at or below `target_utilization`
   of the highest input over `lull_memory_s` (that peak would undo the step), and never while the
   job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
+  With the input's days on record the look-back is `day_ahead_s`, not `lull_memory_s`: the
+  history then says whether a peak comes back within the hour (`_ahead`), and an evening held
+  for three hours cost `bank-calls` more task-hours than `lag-threshold` spent.
 - The day plan. With the input's recent days on record (`Observation.history`), the cheapest run
   of factors through the next `plan_horizon_s` (`day_plan`): it scales up to the plan's factor
   `day_lead_s` ahead, and down only to the plan's factor, so a daily ramp is one rescale each way.
@@ -221,7 +224,11 @@ class AutosizerPolicy:
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, "hold: catching up, never scale down during backlog"
         else:
-            wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)), peaks,
+            # With the day on record the history looks ahead for a returning peak (`_ahead`):
+            # the look-back need only be as long as that look-ahead.
+            memory = self.day_ahead if planned is not None else self.lull_memory
+            wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)),
+                                            _recent_peaks(peaks, obs.time, memory), memory,
                                             planned, planned_up)
             if wish == current and not reason:
                 reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
@@ -236,8 +243,8 @@ class AutosizerPolicy:
         return answer(wish, reason + judged, details)
 
     def _scale_down(self, obs: Observation, task_rate: float, recent: float,
-                    peaks: tuple[tuple[float, float], ...], planned: np.ndarray | None,
-                    planned_up: float) -> tuple[int, str]:
+                    peaks: tuple[tuple[float, float], ...], memory: float,
+                    planned: np.ndarray | None, planned_up: float) -> tuple[int, str]:
         """The factor to scale down to (the current one to hold) and why; "" when the recent
         input itself needs the current factor. Each check may only raise the answer."""
         current = obs.factor
@@ -247,16 +254,16 @@ class AutosizerPolicy:
         wish = _fitting(obs, task_rate, self.down, usual)
         if wish >= current:
             return current, (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
-                             f"{self.lull_memory / 60:.0f} min is {usual:.0f}/s (a lull, not less work)")
+                             f"{memory / 60:.0f} min is {usual:.0f}/s (a lull, not less work)")
         top = max((r for _, r in peaks), default=0.0)
         wish = max(wish, _fitting(obs, task_rate, self.plan_utilization, top))
         if wish >= current:
             return current, (f"hold: input {recent:.0f}/s would fit less, but it reached "
-                             f"{top:.0f}/s within {self.lull_memory / 60:.0f} min")
-        later = self._after_memory(obs, task_rate, recent, peaks)
+                             f"{top:.0f}/s within {memory / 60:.0f} min")
+        later = self._after_memory(obs, task_rate, recent, peaks, memory)
         if later < wish:
             return current, (f"hold: input {recent:.0f}/s fits {later} once the peaks that need {wish} "
-                             f"leave the {self.lull_memory / 60:.0f}-min memory within "
+                             f"leave the {memory / 60:.0f}-min memory within "
                              f"{self.rescale_cost / 60:.0f} min (one rescale, not a step on the way)")
         if obs.time - planned_up < self.day_ahead:
             return current, (f"hold: scaled up for the day plan {(obs.time - planned_up) / 60:.0f} "
@@ -269,11 +276,11 @@ class AutosizerPolicy:
         return wish, f"input {usual:.0f}/s fits {wish} at <= {self.down:.0%} utilization" + note
 
     def _after_memory(self, obs: Observation, task_rate: float, recent: float,
-                      peaks: tuple[tuple[float, float], ...]) -> int:
+                      peaks: tuple[tuple[float, float], ...], memory: float) -> int:
         """The factor a scale-down could go to `rescale_cost_s` from now, when the peaks older
         than that have left the lull memory and the input stays at `recent`: holding the current
         factor that long costs no more than the extra rescale a step on the way would."""
-        kept = tuple(p for p in peaks if p[0] > obs.time - self.lull_memory + self.rescale_cost)
+        kept = _recent_peaks(peaks, obs.time, memory - self.rescale_cost)
         usual = max(recent, _usual(kept))
         return max(_fitting(obs, task_rate, self.down, usual),
                    _fitting(obs, task_rate, self.plan_utilization, max((r for _, r in kept), default=0.0)))
@@ -424,6 +431,12 @@ def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: flo
     else:
         kept.append((now, rate))
     return tuple(kept)
+
+
+def _recent_peaks(peaks: tuple[tuple[float, float], ...], now: float,
+                  memory_s: float) -> tuple[tuple[float, float], ...]:
+    """The slices of `peaks` that began within the last `memory_s` (none when it is <= 0)."""
+    return tuple(p for p in peaks if p[0] > now - memory_s)
 
 
 def _usual(peaks: tuple[tuple[float, float], ...]) -> float:

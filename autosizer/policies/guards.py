@@ -34,7 +34,7 @@ class GuardState:
 class Guards:
     min_factor: int = 1
     max_factor: int = 1024
-    max_step: int = 32  # one decision multiplies or divides the factor by at most this
+    max_step: int = 64  # one decision multiplies or divides the factor by at most this
     cooldown_s: float = 300.0
     overload_cooldown_s: float = 45.0  # the cooldown for a scale-up when the input exceeds capacity
     scale_down_delay_s: float = 600.0

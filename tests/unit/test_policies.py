@@ -378,6 +378,35 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])
 
 
+def test_with_the_day_on_record_the_evening_scale_down_waits_an_hour_not_the_lull_memory():
+    """The same office days: at 18:00 the input drops from 8,000 to 500/s. The history says no
+    peak comes back before 08:00, so the look-back a scale-down must clear is the hour the
+    history looks ahead (`day_ahead_s`), not the 3-hour lull memory a job with no history needs
+    (it cannot tell an evening from a lull)."""
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    def evening(history):
+        policy, state, factor = load_policy("autosizer"), None, 8
+        drop = 3 * DAY_S + 18 * 3600
+        for t in range(drop - 3600, drop + 5 * 3600, 15):
+            rate = 8_000.0 if t < drop else 500.0
+            decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=400, time=t,
+                                                    history=history), state)
+            if history is not None:
+                history.record(t, rate)
+            if decision.factor != factor:
+                return (t - drop) / 60, factor, decision.factor, decision.reason
+        return None
+
+    history = InputHistory()
+    for second in range(0, 3 * DAY_S, 60):
+        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    minutes, old, new, reason = evening(history)
+    assert (old, new) == (8, 1) and 45 <= minutes <= 60 and "the day plan runs 1" in reason
+    minutes, old, new, _ = evening(None)
+    assert (old, new) == (8, 1) and 150 <= minutes <= 180
+
+
 def marks(offsets, at, partitions=16):
     """Watermarks of `partitions` partitions holding `offsets` records in all, read at `at`."""
     return Watermarks([("orders", p) for p in range(partitions)], [offsets / partitions] * partitions,
