@@ -46,7 +46,9 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
     # The load is read back from the high watermark's steps, second by second (fit.py); the
     # 3 s window only serves the partitions' shares.
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW)
-    rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"]}
+    rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"],
+                 "actuation_s": (d.get("actuation") or {}).get("seconds"),
+                 "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms")}
                 for d in finished.decisions if d["outcome"] in ("scale_up", "scale_down") and d["time"] >= start]
     if save is not None:
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
@@ -81,8 +83,11 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     print(f"factor path, simulated: {factor_path(run.factor[:seconds])} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
     for r in rescales or ():  # saved runs before session 18 have none
-        # when the tick began, and when its actuation (drain, migrate, start, first commit) ended
-        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s, first commit by "
+        # when the tick began, when its actuation (drain, migrate, start, first commit) began after
+        # the tick's queries and policy, and when it ended
+        acted = (f", actuation from {r['at'] + r['tick_ms'] / 1000 - r['actuation_s']:.1f} s (queries "
+                 f"{r['prometheus_ms']:.0f} ms)" if r.get("actuation_s") is not None else "")
+        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, first commit by "
               f"{r['at'] + r['tick_ms'] / 1000:.1f} s")
     for r in run.rescales:
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
