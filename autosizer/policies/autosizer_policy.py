@@ -4,10 +4,11 @@ What it adds to the utilization rule, and why:
 - Forecast. The input rate is projected over the restart downtime plus `horizon_s` with the
   smallest of three slopes, over the last eight ticks, over `trend_window_s` and over the last
   tick, and only while the last five ticks rise by more than one standard error of their fit,
-  and not on a jump's second rising tick: a ramp rises in all of them, a step that already
-  happened not in the last tick, a burst or a step in one or two (its first tick may have caught
-  part of it; by the second it is seen in full), and noise about a level not beyond its scatter,
-  so neither a step, a burst nor a noisy tick is mistaken for a ramp. The
+  and, unless three of the last four rose, only on a jump's first tick (a rise by a quarter or
+  more): a ramp rises in all of them, a step that already happened not in the last tick, a burst
+  or a step in one or two (its first tick may have caught part of it; by the second it is seen
+  in full), and noise about a level not beyond its scatter nor by a quarter in one tick, so
+  neither a step, a burst nor a noisy tick is mistaken for a ramp. The
   input projected is the rate window's, or what the high watermarks grew by since the last tick
   when that is more: a window averages in the time before a step, the last tick does not. (Not
   processed plus the backlog's growth: both move by whole batches, so over one tick that sum
@@ -71,6 +72,7 @@ from autosizer.policies.day_plan import day_plan
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
+JUMP = 1.25  # a tick's rise by this factor or more may be a jump's first, partly seen: projected
 
 
 @dataclass(frozen=True)
@@ -480,9 +482,11 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     read a tenth more than the one before forecast 3,340/s for the same 1,200/s, and 8 -> 16
     followed. A ramp rises in all three and through its scatter, and in at least three of the
     last four ticks; a burst's or a step's first ticks rise through their scatter too, but in one
-    or two. Its first rising tick still projects (it may have caught only part of the jump: the
-    demo's step read 840/s for 1,200/s there, and not projecting it went 1 -> 4 -> 8 in two of
-    five replays); its second does not, the jump seen in full by then: `noise-spikes`' 30-second
+    or two. Its first rising tick still projects when it rose by a quarter or more (it may have
+    caught only part of the jump: the demo's step read 840/s for 1,200/s there, and not
+    projecting it went 1 -> 4 -> 8 in two of five replays); a smaller lone rise is a noisy tick
+    (run 47's replay read 1,349/s for 1,200/s 25 s after the step, and went 8 -> 16); a jump's
+    second rising tick does not project, the jump seen in full by then: `noise-spikes`' 30-second
     bursts were forecast at 16,784/s for 16,034/s there, just past what 16 runs at target, and
     went 8 -> 32, where 16 absorbs them."""
     if len(rates) < 8:
@@ -494,8 +498,8 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     if _sure_slope(times[-5:], rates[-5:]) <= 0:
         return 0.0
     rose = [b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)]
-    if sum(rose) < 3 and rose[-2]:
-        return 0.0  # a jump's second rising tick: seen in full by now (a ramp rises in 3 of 4)
+    if sum(rose) < 3 and (rose[-2] or rates[-1] < JUMP * rates[-2]):
+        return 0.0  # not a ramp (3 of 4): a jump's second tick, seen in full by now, or noise
     return max(0.0, min(short, long, latest))
 
 

@@ -558,8 +558,9 @@ def test_a_burst_is_not_projected_as_a_ramp_but_a_ramp_is():
     16,000/s). Its ticks rise far past their scatter, but in two ticks of the last four: on the
     second the forecast is the 16,000/s arriving, not that plus the burst's slope over the
     horizon (which went 8 -> 32 where 16 absorbs the bursts). Its first rising tick, which may
-    have caught only part of a jump, is still projected. The same rise spread over four ticks
-    is a ramp, and is projected."""
+    have caught only part of a jump, is still projected; a lone tick a sixth above the level is
+    noise, not a jump's first tick, and is not. The same rise spread over four ticks is a ramp,
+    and is projected."""
     def forecast(levels):
         policy, state, offsets, decision = load_policy("autosizer"), None, 0.0, None
         for k, rate in enumerate([4000.0] * 40 + levels):
@@ -570,6 +571,7 @@ def test_a_burst_is_not_projected_as_a_ramp_but_a_ramp_is():
 
     assert forecast([7_900.0, 16_000.0]) == pytest.approx(16_000)
     assert forecast([7_900.0]) > 7_900
+    assert forecast([4_700.0]) == pytest.approx(4_700)
     assert forecast([7_000.0, 10_000.0, 13_000.0, 16_000.0]) > 17_000
 
 
