@@ -11,8 +11,9 @@ run) and the peak lag, real and simulated, and their ratios (goal: both within 2
 `--high 255` steps to about 83% of factor 1's measured capacity instead, inside the policy's
 scale-up band (a step's first tick still projects past it: run 44 went 1 -> 2, BENCHMARKS.md).
 With the daemon's rescale decisions saved beside the series, each rescale's timing is printed
-beside the simulator's: when the tick began, when its actuation ended (the new generation's first
-commit), and when the simulated backlog first fell after its own rescale (its first commit).
+beside the simulator's: when the tick began, when its actuation began (after the tick's queries
+and policy; the query time is printed too), when it ended (the new generation's first commit),
+and when the simulated backlog first fell after its own rescale (its first commit).
 """
 
 from __future__ import annotations

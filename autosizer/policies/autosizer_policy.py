@@ -282,8 +282,9 @@ class AutosizerPolicy:
     def _after_memory(self, obs: Observation, task_rate: float, recent: float,
                       peaks: tuple[tuple[float, float], ...], memory: float) -> int:
         """The factor a scale-down could go to `rescale_cost_s` from now, when the peaks older
-        than that have left the lull memory and the input stays at `recent`: holding the current
-        factor that long costs no more than the extra rescale a step on the way would."""
+        than that have left the `memory` it looks back over and the input stays at `recent`:
+        holding the current factor that long costs no more than the extra rescale a step on the
+        way would."""
         kept = _recent_peaks(peaks, obs.time, memory - self.rescale_cost)
         usual = max(recent, _usual(kept))
         return max(_fitting(obs, task_rate, self.down, usual),
@@ -427,7 +428,7 @@ def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: flo
         if not rate > peaks[-1][1]:  # not higher (or NaN): nothing to change
             return peaks
         return (*peaks[:-1], (peaks[-1][0], rate))
-    kept = [p for p in peaks if p[0] > now - memory_s]
+    kept = list(_recent_peaks(peaks, now, memory_s))
     if not math.isfinite(rate):
         return tuple(kept)
     if kept and kept[-1][0] > now - slice_s:
