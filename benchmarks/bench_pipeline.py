@@ -1,7 +1,7 @@
 """Pipeline benchmarks, each measured side by side in one run (one SparkSession, one broker).
 
-Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [trivial] [source] [downtime] [unordered]
-(no argument: all five). Spark local[2]; the backlog is produced before each measurement, and a
+Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [cpu] [trivial] [source] [downtime]
+[unordered] (no argument: all six). Spark local[2]; the backlog is produced before each measurement, and a
 rate is records after the first committed batch / time from the first to the last commit, the
 whole backlog drained. The pipeline always runs with `PipelineConfig`'s defaults (what `autosizer
 pipeline run` uses): nothing is tuned per factor or per case.
@@ -52,6 +52,17 @@ def trivial(record):
     return record.value
 
 
+def compute_2ms(record):
+    """Pure Python work holding the GIL: about 2 ms of a core per record."""
+    total = 0
+    for i in range(CPU_LOOP):
+        total += i * i
+    return record.value
+
+
+CPU_LOOP = 40_000  # iterations of `compute_2ms`; its cost is measured, not assumed
+
+
 class Bench:
     def __init__(self, spark, broker: EmbeddedBroker, redis_server: EmbeddedRedis, workdir: Path):
         self.spark, self.broker, self.redis, self.workdir = spark, broker, redis_server, workdir
@@ -89,7 +100,10 @@ class Bench:
         agent.close()
         capacity = job_capacity(agent.admission, layout)
         durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
-        return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0))
+        cpu_s = sum(agent.metrics.cpu_ns.values()) / 1e9
+        return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
+                   cpu_s / max(1, sum(agent.metrics.records_in.values())),
+                   self.spark.sparkContext.defaultParallelism, agent.admission.overhead_s)
 
     def run_unordered(self, records: int, ways: int, max_records: int) -> float:
         """The same 2 ms workload cut `ways` ways by offset range, no key order (Spark's
@@ -270,6 +284,15 @@ class Run:
     capacity: float  # what the pipeline's own capacity model says the job can take, records/s
     batches: int
     longest_gap: float  # seconds between two commits, at most
+    cpu_per_record: float = 0.0  # CPU seconds the slots' threads spent per record
+    cores: int = 0  # the cores the slots share (what the pipeline exports)
+    overhead_s: float | None = None  # a saturated batch's fixed cost, as the pipeline measured it
+
+    def cpu_ceiling(self) -> float:
+        """The policy's cap at any factor: duty x cores / CPU per record (`Observation`)."""
+        from autosizer.policies.base import batch_duty
+
+        return batch_duty(3.0, self.overhead_s) * self.cores / self.cpu_per_record
 
 
 def ordered_bound(factor: int, keys: int, per_task: float) -> float:
@@ -311,7 +334,7 @@ def steady_rate(commits: list[tuple[float, int]]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["factor", "trivial", "source", "downtime", "unordered"])
+    parser.add_argument("which", nargs="*", default=["factor", "cpu", "trivial", "source", "downtime", "unordered"])
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="backlog per run, in seconds at the factor's ordered bound")
     parser.add_argument("--factors", type=int, nargs="+",
@@ -352,6 +375,20 @@ def main() -> None:
                     print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
                           f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | "
                           f"{task_bound(factor, keys, per_task) / base[1]:.2f}x | {run.capacity / run.rate:.2f} | {run.batches} | {run.longest_gap:.1f} |", flush=True)
+        if "cpu" in args.which:
+            print("\n## CPU-bound work: pure Python, ~2 ms of a core per record, 4 partitions, "
+                  f"{KEYS:,} keys, {spark.sparkContext.defaultParallelism} cores, default settings", flush=True)
+            print("| F | records/s | vs F=1 | CPU ms per record | cores' ceiling (duty x cores / CPU) | "
+                  "measured / ceiling | capacity without the ceiling / measured |", flush=True)
+            print("| --- | --- | --- | --- | --- | --- | --- |", flush=True)
+            base = None
+            for factor in args.factors or [1, 2, 4, 8]:
+                guess = base or 800.0
+                run = bench.run_pipeline(compute_2ms, factor, int(guess * args.seconds))
+                base = base or run.rate
+                print(f"| {factor} | {run.rate:,.0f} | {run.rate / base:.2f}x | {run.cpu_per_record * 1e3:.2f} | "
+                      f"{run.cpu_ceiling():,.0f} | {run.rate / run.cpu_ceiling():.2f} | "
+                      f"{run.capacity / run.rate:.2f} |", flush=True)
         if "trivial" in args.which:
             print("\n## trivial function: bucketed (F=8) vs unbucketed (F=1)")
             one = bench.run_pipeline(trivial, 1, 400_000).rate

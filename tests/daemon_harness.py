@@ -103,11 +103,13 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 class Exporter:
-    """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done."""
+    """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done,
+    each record costing `cpu_s` of CPU on `cores` cores."""
 
-    def __init__(self, layout: Layout, rate: float, capacity: float):
-        self.layout, self.rate, self.capacity = layout, rate, capacity
+    def __init__(self, layout: Layout, rate: float, capacity: float, cpu_s: float = 0.001, cores: int = 2):
+        self.layout, self.rate, self.capacity, self.cpu_s = layout, rate, capacity, cpu_s
         self.metrics = PipelineMetrics("test")
+        self.metrics.observe_cores(cores)
         self.port = free_port()
         serve(self.metrics, self.port)
         self.stop = threading.Event()
@@ -124,7 +126,8 @@ class Exporter:
             records = int(self.capacity / 4 / each)
             histogram = (0,) * (len(PROCESS_TIME_BUCKETS) - 1) + (records, 0)
             progress = [TaskProgress(t.name, *sorted(t.partitions)[0], int(done / each), records=records,
-                                     process_ns=int(0.25e9 * 0.9), histogram=histogram) for t in tasks]
+                                     process_ns=int(0.25e9 * 0.9), histogram=histogram,
+                                     cpu_ns=int(records * self.cpu_s * 1e9)) for t in tasks]
             positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
             self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
             self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))

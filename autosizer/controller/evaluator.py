@@ -72,6 +72,7 @@ class Evaluator:
                              f"(its metrics were scraped {age:.0f}s ago)")
             age = probed if age is None else max(age, probed)
         saturated, hot_shares, duty = _capacity(samples, layout, index)
+        ceiling = _single(samples.series.get("cpu_ceiling", ()))
         observation = Observation(
             time=samples.time, factor=layout.factor,
             partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,
@@ -79,6 +80,7 @@ class Evaluator:
             tasks=tasks, since_rescale_s=since_rescale_s, restart_downtime_s=restart_downtime_s,
             complete=not problems, age_s=0.0 if age is None else max(0.0, age),
             saturated_rate=saturated, hot_shares=hot_shares, duty=duty, watermarks=watermarks,
+            cpu_ceiling=ceiling if ceiling is not None and ceiling > 0 else None,
         )
         return Evaluation(observation, problems, notes)
 

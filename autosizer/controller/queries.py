@@ -38,6 +38,12 @@ DEFAULT_QUERIES: dict[str, str] = {
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "batch_deadline_seconds": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "batch_overhead_seconds": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    # records/s the cores could process at most: cores x records per CPU-second the threads used
+    "cpu_ceiling": (
+        "max(autosizer_pipeline_cores{$selector})"
+        " * sum(rate(autosizer_pipeline_records_in_total{$selector}[$window]))"
+        " / (sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[$window])) > 0)"
+    ),
     # seconds since the newest scrape of the pipeline: stale metrics hold the daemon
     "age_seconds": "time() - max(timestamp(autosizer_pipeline_batches_total{$selector}))",
 }

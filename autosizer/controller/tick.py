@@ -327,6 +327,7 @@ def _inputs(evaluation: Evaluation, prometheus_s: float) -> dict[str, Any]:
                saturated_rate=None if obs.saturated_rate is None else round(obs.saturated_rate, 2),
                capacity=None if obs.task_rate is None else round(obs.capacity(obs.factor, obs.task_rate), 1),
                duty=round(obs.duty, 3),
+               cpu_ceiling=None if obs.cpu_ceiling is None else round(obs.cpu_ceiling, 1),
                age_s=round(obs.age_s, 1), since_rescale_s=None if math.isinf(obs.since_rescale_s)
                else round(obs.since_rescale_s, 1))
     if evaluation.notes:

@@ -66,7 +66,7 @@ PROGRESS_SCHEMA = pa.schema(
         ("hottest", pa.list_(pa.float64())),
         # lanes the deadline cut above next_offset: residues of h mod modulus, their offsets
         ("mark_residues", pa.list_(pa.int64())), ("mark_offsets", pa.list_(pa.string())),
-        ("modulus", pa.int64()),
+        ("modulus", pa.int64()), ("cpu_ns", pa.int64()),
     ]
 )
 
@@ -461,6 +461,8 @@ class PipelineAgent:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self._pause_file)
         self.metrics.started(layout, _positions(cp))
+        # The cores the slots share: what a CPU-bound job's records can have, whatever the factor.
+        self.metrics.observe_cores(self.spark.sparkContext.defaultParallelism)
         log.info("pipeline.started", job=self.config.job, generation=layout.generation,
                  factor=layout.factor, held=held, resumed_in_place=resumed,
                  seconds=round(time.perf_counter() - began, 3))
@@ -642,7 +644,8 @@ class PipelineAgent:
                   "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
                   "pending": p.pending, "read": p.read, "slot_records": result.records,
                   "hottest": list(p.hottest), "mark_residues": list(p.marks),
-                  "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus}
+                  "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
+                  "cpu_ns": p.cpu_ns}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -668,7 +671,8 @@ class PipelineAgent:
                                          int(row["next_offset"]), row["records"], row["outputs"],
                                          row["process_ns"], tuple(row["histogram"] or ()),
                                          row["busy_ns"], row["owned"], row["pending"], row["read"],
-                                         tuple(row["hottest"] or ()), marks, row["modulus"]))
+                                         tuple(row["hottest"] or ()), marks, row["modulus"],
+                                         row["cpu_ns"]))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)

@@ -16,6 +16,9 @@ Series (labels in braces):
   autosizer_pipeline_process_seconds{task}                 histogram: user function time per record
   autosizer_pipeline_busy_ratio{task}                      threads busy on the task's lanes, on average
                                                            over the last batch (above 1: several)
+  autosizer_pipeline_cpu_seconds_total{task}               CPU time the threads used on the task's lanes
+                                                           (their own clocks; with records_in, the CPU
+                                                           a record costs)
   autosizer_pipeline_batch_duration_seconds                last micro-batch, read to commit
   autosizer_pipeline_batch_records                         records processed in the last batch
 
@@ -39,6 +42,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            lane if more (every power of two: what a
                                                            rescale would buy)
   autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
+  autosizer_pipeline_cores                                 cores the slots run on (Spark's default
+                                                           parallelism): with the CPU a record costs,
+                                                           the most the job does at any factor
   autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
                                                            generation's first batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
@@ -97,6 +103,8 @@ class PipelineMetrics(Collector):
         self.records_out: dict[str, int] = defaultdict(int)
         self.histograms: dict[str, list[int]] = {}
         self.process_ns: dict[str, int] = defaultdict(int)
+        self.cpu_ns: dict[str, int] = defaultdict(int)
+        self.cores: int | None = None
         self.busy: dict[str, float] = {}
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.high_watermarks: dict[Partition, int] = {}
@@ -154,6 +162,7 @@ class PipelineMetrics(Collector):
                 self.records_in[(p.task, p.topic, p.partition)] += p.records
                 self.records_out[p.task] += p.outputs
                 self.process_ns[p.task] += p.process_ns
+                self.cpu_ns[p.task] += p.cpu_ns
                 busy[p.task] += p.process_ns
                 if p.histogram:
                     current = self.histograms.setdefault(p.task, [0] * len(p.histogram))
@@ -166,6 +175,10 @@ class PipelineMetrics(Collector):
         """A drain's start to the first batch of the next generation: processing stopped that long."""
         with self._lock:
             self.restart_s = seconds
+
+    def observe_cores(self, cores: int) -> None:
+        with self._lock:
+            self.cores = cores
 
     def observe_topology(self, counts: Mapping[str, int]) -> None:
         with self._lock:
@@ -259,6 +272,11 @@ class PipelineMetrics(Collector):
                 buckets.append(("+Inf" if edge == float("inf") else repr(edge), cumulative))
             histogram.add_metric([task], buckets, self.process_ns[task] / 1e9)
         yield histogram
+        cpu = CounterMetricFamily("autosizer_pipeline_cpu_seconds",
+                                  "CPU time the threads used on a virtual task's records", labels=["task"])
+        for task, ns in sorted(self.cpu_ns.items()):
+            cpu.add_metric([task], ns / 1e9)
+        yield cpu
         busy = GaugeMetricFamily("autosizer_pipeline_busy_ratio",
                                  "Threads in the user function on a virtual task's records, on average over the last batch",
                                  labels=["task"])
@@ -332,6 +350,10 @@ class PipelineMetrics(Collector):
         if self.deadline_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_batch_deadline_seconds",
                                     "A batch's time budget (--batch-seconds)", value=self.deadline_s)
+        if self.cores is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_cores",
+                                    "Cores the slots run on: the CPU a record costs caps the job there",
+                                    value=self.cores)
         if self.restart_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_restart_seconds",
                                     "Last drain to the next generation's first batch (a rescale's downtime)",

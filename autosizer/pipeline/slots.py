@@ -111,7 +111,9 @@ class TaskProgress:
     the partition (its share of the input); `pending` counts those it accepted but left for the
     next batch because the deadline came first (`pending > 0` means the task was saturated);
     `busy_ns` is the wall time threads spent on its lanes, so records / busy time is the rate of
-    one thread on its records while they had a backlog.
+    one thread on its records while they had a backlog; `cpu_ns` is the CPU time those threads
+    used meanwhile (their own clocks), so records / CPU time says how many a core could do: what
+    caps a CPU-bound job at its cores whatever the factor.
     """
 
     task: str
@@ -132,6 +134,7 @@ class TaskProgress:
     hottest: tuple[float, ...] = ()
     marks: dict[int, int] = field(default_factory=dict)
     modulus: int = 1
+    cpu_ns: int = 0
 
 
 @dataclass
@@ -145,12 +148,12 @@ class SlotResult:
 class _Lane:
     """One key lane of one task in one partition: rows [begin, begin + size) of its `_Work`."""
 
-    __slots__ = ("item", "residue", "begin", "size", "done", "process_ns", "busy_ns", "histogram",
-                 "outputs")
+    __slots__ = ("item", "residue", "begin", "size", "done", "process_ns", "busy_ns", "cpu_ns",
+                 "histogram", "outputs")
 
     def __init__(self, item: _Work, residue: int, begin: int, size: int):
         self.item, self.residue, self.begin, self.size = item, residue, begin, size
-        self.done = self.process_ns = self.busy_ns = 0
+        self.done = self.process_ns = self.busy_ns = self.cpu_ns = 0
         self.histogram = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
         self.outputs: list[Output] = []
 
@@ -214,6 +217,7 @@ class _Work:
             stats.records += lane.done
             stats.process_ns += lane.process_ns
             stats.busy_ns += lane.busy_ns
+            stats.cpu_ns += lane.cpu_ns
             stats.outputs += len(lane.outputs)
             stats.pending += lane.left
             outputs += lane.outputs
@@ -331,7 +335,7 @@ class _LanePool:
         if self.deadline.expired(name, self.done.get(name, 0)):
             return True  # checked before converting rows: past the deadline, lanes just stop
         stats = item.stats
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         rows = item.rows(lane.begin + lane.done, min(lane.left, item.turn_rows()))
         done = 0
         try:
@@ -352,6 +356,7 @@ class _LanePool:
                     break
             return False
         finally:
+            lane.cpu_ns += time.thread_time_ns() - c0  # read within the wall clock's span
             spent = time.perf_counter_ns() - t0
             lane.busy_ns += spent
             if done:

@@ -221,7 +221,8 @@ class AutosizerPolicy:
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
-                      f"{task_rate:.1f}/s per task, busiest thread {_hottest(obs, wish):.1%})")
+                      f"{task_rate:.1f}/s per task, busiest thread {_hottest(obs, wish):.1%})"
+                      f"{_cores_note(obs, wish, task_rate)}")
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up = early, obs.time
@@ -235,7 +236,8 @@ class AutosizerPolicy:
                                             _recent_peaks(peaks, obs.time, memory), memory,
                                             planned, planned_up)
             if wish == current and not reason:
-                reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
+                reason = (f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
+                          f"{_cores_note(obs, current, task_rate)}")
                 if banded:
                     reason += f", within the {self.up:.0%} scale-up band and nobody behind"
         if hot is not None:
@@ -417,6 +419,19 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
+
+
+def _cores_note(obs: Observation, factor: int, task_rate: float) -> str:
+    """Why `factor` is as far as it goes, when the cores cap it: said in the reason, since a job
+    that stays behind at the factor it was given needs cores, not a larger factor."""
+    ceiling = obs.cpu_ceiling
+    if ceiling is None:
+        return ""
+    most = float(obs.capacities(task_rate).max())  # the most any factor can: is it the cores'?
+    if not (most >= 0.999 * obs.duty * ceiling and obs.capacity(factor, task_rate) >= 0.95 * most):
+        return ""
+    return (f"; the cores cap the job at {obs.duty * ceiling:.0f}/s whatever the factor (CPU "
+            f"measured per record; more cores, not a larger factor, would take more)")
 
 
 def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: float,

@@ -147,6 +147,9 @@ class Observation:
     # factor (an even share, or its busiest key lane); NaN where unknown (even is assumed there)
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
+    # records/s the job's cores could process at most, whatever the factor: cores / the CPU time a
+    # record costs (None: not measured, no cap). A CPU-bound job stops gaining there.
+    cpu_ceiling: float | None = None
     history: InputHistory | None = None  # the input by time of day over recent days, if recorded
     watermarks: Watermarks | None = None  # each partition's high watermark and when it was read
     cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -223,12 +226,16 @@ class Observation:
             busiest = _max_reduce(self.partitions.input_rate[:, None] * shares, axis=0) / total
         else:
             busiest = _max_reduce(shares, axis=0) / count
-        return (self.duty * task_rate) / busiest
+        capacities = (self.duty * task_rate) / busiest
+        if self.cpu_ceiling is not None and math.isfinite(self.cpu_ceiling) and self.cpu_ceiling > 0:
+            return np.minimum(capacities, self.duty * self.cpu_ceiling)
+        return capacities
 
     def capacity(self, factor: int, task_rate: float) -> float:
         """Records/s the job can take at `factor` in key order: per partition the busiest thread
         saturates first (`task_rate / hot share`), the partition that fills first at today's input
-        mix caps the job, and the batch overhead takes its share of the time."""
+        mix caps the job, the cores cap it (`cpu_ceiling`), and the batch overhead takes its share
+        of the time."""
         return float(self.capacities(task_rate)[FACTORS.index(factor)])
 
     def problems(self) -> list[str]:

@@ -281,6 +281,7 @@ class _Model:
         self.weights = job.weights
         self.hot = job.hot_shares
         self.hot_table = filled_hot_shares(job.hot_share_table(), job.partitions)
+        self.ceiling = job.cpu_ceiling()
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -371,7 +372,7 @@ class _Model:
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
-            history=self.history, cache={"shares": self.hot_table},  # filled: not again each tick
+            cpu_ceiling=self.ceiling, history=self.history, cache={"shares": self.hot_table},  # filled: not again each tick
             watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time)))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:

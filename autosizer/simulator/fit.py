@@ -43,6 +43,10 @@ FIT_QUERIES: dict[str, str] = {
     # over 15 s whatever the load's window: batches commit every few seconds, and a short window
     # holds none or two of them
     "processed_rate": "sum(rate(autosizer_pipeline_records_in_total{$selector}[15s]))",
+    # the CPU a record costs and the cores the slots share: where a CPU-bound job stops gaining
+    "cpu_per_record": ("sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[15s]))"
+                       " / (sum(rate(autosizer_pipeline_records_in_total{$selector}[15s])) > 0)"),
+    "cores": "max(autosizer_pipeline_cores{$selector})",
 }
 
 
@@ -76,6 +80,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     rate = _median(series.get("saturated_rate", ()))
     if rate:
         settings["process_seconds"] = 1.0 / rate
+    settings.update(_cpu(series, settings.get("process_seconds", base.process_seconds)))
     # the run's last usable reading of each series
     table = hot_share_table(((labels, next((v for _, v in reversed(points) if math.isfinite(v) and 0 < v <= 1),
                                            math.nan))
@@ -96,6 +101,15 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if first:
         settings["start_factor"] = int(first[0][1])
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
+
+
+def _cpu(series: Mapping[str, Series], process_seconds: float) -> dict[str, float | int]:
+    """The share of a record's time on a core (its CPU over its wall time) and the cores: the
+    model then shares the cores among the tasks as the pipeline measured them."""
+    cpu, cores = _median(series.get("cpu_per_record", ())), _median(series.get("cores", ()))
+    if not cpu or not cores or cpu <= 0 or cores < 1:
+        return {}
+    return {"cpu_fraction": min(1.0, cpu / process_seconds), "cores": int(cores)}
 
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:

@@ -160,6 +160,13 @@ class JobModel:
         per_task = self.duty(factor) * self.task_rate(factor)
         return min(per_task / busiest, self.partition_limit / float(self.weights.max()))
 
+    def cpu_ceiling(self) -> float | None:
+        """Records/s the cores process at most (cores / CPU seconds a record costs), as the
+        pipeline measures it (`autosizer_pipeline_cores` and `..._cpu_seconds_total`); None for
+        work that uses no CPU, which no core count caps."""
+        cpu = self.process_seconds * self.cpu_fraction
+        return self.cores / cpu if cpu > 0 else None
+
     def useful_factor(self) -> int:
         """The largest factor that still adds capacity (CPU-bound work stops at the cores)."""
         if not self.cpu_fraction:

@@ -93,6 +93,8 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         record = tick()
         assert record.outcome == "dry_run" and record.target > 1, record
         assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
+        # the CPU a record costs (1 ms) and the cores (2): at most 2,000/s at any factor
+        assert record.inputs["cpu_ceiling"] == pytest.approx(2000, rel=0.05)
         # the watermarks and when the pipeline read them reach the policy through Prometheus
         assert not any("watermark" in note for note in record.inputs.get("notes", ())), record.inputs
         # The tick recorded its input as today's slot peak, in Redis: a new daemon knows the day.

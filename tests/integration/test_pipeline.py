@@ -254,6 +254,10 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
         assert value(before, "autosizer_pipeline_records_out_total") == 200
         assert value(before, "autosizer_pipeline_process_seconds_count") == 200
         assert len(before["autosizer_pipeline_busy_ratio"]) == 4
+        # the CPU the records cost, per task, and the cores the slots share (local[2] in tests)
+        assert len(before["autosizer_pipeline_cpu_seconds_total"]) == 4
+        assert value(before, "autosizer_pipeline_cpu_seconds_total") > 0
+        assert value(before, "autosizer_pipeline_cores") == agent.spark.sparkContext.defaultParallelism
         # every batch with records measured its wait from read boundary to commit beyond its work
         assert 0 < value(before, "autosizer_pipeline_commit_latency_seconds") < 30
         wait_until(lambda: len(scrape().get("autosizer_pipeline_lag_records", [])) == 2, 30, "the lag probe")

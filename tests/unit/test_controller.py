@@ -210,3 +210,12 @@ def test_evaluator_reads_the_pipelines_capacity_measurements():
     # No capacity series (an older pipeline, another exporter): the older estimates apply.
     plain = Evaluator().evaluate(samples(), LAYOUT).observation
     assert plain.saturated_rate is None and plain.hot_shares is None and plain.duty == 1.0
+    assert plain.cpu_ceiling is None
+
+
+@pytest.mark.parametrize(("value", "ceiling"), [(3200.0, 3200.0), (0.0, None), (float("nan"), None),
+                                                 (float("inf"), None), (-1.0, None)])
+def test_evaluator_reads_the_cores_ceiling_only_when_it_is_a_rate(value, ceiling):
+    """No CPU measured (an idle window divides by nothing) is no cap, not a cap at zero."""
+    obs = Evaluator().evaluate(samples(cpu_ceiling=[({}, value)]), LAYOUT).observation
+    assert obs.cpu_ceiling == ceiling

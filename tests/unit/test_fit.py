@@ -47,6 +47,20 @@ def test_the_job_model_is_what_the_run_measured():
     assert job.commit_latency_s == pytest.approx(0.15) and job.latency(2) == pytest.approx(0.15)
 
 
+def test_the_cpu_a_record_costs_and_the_cores_cap_the_model_as_they_capped_the_run():
+    """Records of 10 ms that spend 5 ms on a core, on 2 cores: the model's job does at most
+    400/s at any factor, as the policy's ceiling (cores / CPU per record) says."""
+    series = run_series()
+    t = [x for x, _ in series["saturated_rate"][0][1]]
+    series["cpu_per_record"] = [({}, [(x, 0.005) for x in t])]
+    series["cores"] = [({}, [(x, 2.0) for x in t])]
+    job = fit_job(series)
+    assert job.cpu_fraction == pytest.approx(0.5) and job.cores == 2
+    assert job.cpu_ceiling() == pytest.approx(400)
+    assert job.partitions * 4 * job.task_rate(4) == pytest.approx(400)
+    assert fit_job(run_series()).cpu_ceiling() is None  # not measured: no cap
+
+
 def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
     series = run_series()
     for name in ("hot_share", "overhead", "restart", "commit_latency"):

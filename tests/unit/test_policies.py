@@ -301,6 +301,25 @@ def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
     assert "measured capacity 1700/s" in measured.reason
 
 
+def test_autosizer_goes_straight_to_the_factor_where_the_measured_cores_cap_the_job():
+    """4 partitions at 400/s per task, records costing 2.5 ms of CPU on 8 cores: the cores do
+    3,200/s whatever the factor. 9,000/s behind needs more than any factor gives: without the CPU
+    measured the policy asks for 8 (then learns the ceiling by trying); with it, for 2, the
+    smallest factor that reaches what the cores allow, and it says so."""
+    policy = load_policy("autosizer")
+    behind = dict(factor=1, task_rate=400, input_rate=9000, lag=200_000, processed=1600)
+    blind, _ = policy.decide(observe(**behind))
+    assert blind.factor == 8 and "cores" not in blind.reason
+    capped, _ = policy.decide(observe(cpu_ceiling=8 / 0.0025, **behind))
+    assert capped.factor == 2
+    assert "the cores cap the job at 3200/s whatever the factor" in capped.reason
+    # A ceiling far above the input changes nothing (I/O-bound work measures little CPU).
+    assert policy.decide(observe(cpu_ceiling=1e6, **behind))[0].factor == 8
+    obs = observe(cpu_ceiling=3200.0, duty=0.5)
+    assert obs.capacity(1, 400) == pytest.approx(0.5 * 1600)  # below the cap: the tasks' own
+    assert obs.capacity(4, 400) == pytest.approx(0.5 * 3200)  # capped: duty x the cores' rate
+
+
 def test_observation_capacity_follows_the_partition_that_fills_first():
     hot = np.full((2, 11), np.nan)
     hot[:, 1] = [0.5, 0.75]  # at F=2 partition 1's busiest bucket gets three quarters

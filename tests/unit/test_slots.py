@@ -246,6 +246,23 @@ def test_busy_time_measures_the_saturated_rate():
     assert 0 < rate <= 200  # at most one record per 5 ms while it worked
 
 
+def test_cpu_time_tells_work_on_a_core_from_waiting():
+    """A record that spins for 2 ms of its thread's CPU costs at least that much CPU, however
+    loaded the machine; one that sleeps 5 ms costs a small share of its wall time."""
+    layout = Layout(topics={"orders": 1}, factor=1)
+    rows = [(b"k", b"x", "orders", 0, o) for o in range(20)]
+
+    def spin(_record):
+        until = time.thread_time_ns() + 2_000_000
+        while time.thread_time_ns() < until:
+            pass
+
+    (spun,) = run_slot(records_table(rows), Checkpoints.initial(layout), spin).progress
+    assert 20 * 2_000_000 <= spun.cpu_ns <= spun.busy_ns
+    (slept,) = run_slot(records_table(rows), Checkpoints.initial(layout), lambda r: time.sleep(0.005)).progress
+    assert 0 < slept.cpu_ns < 0.5 * slept.busy_ns
+
+
 def test_a_stop_request_ends_the_batch_before_its_deadline():
     now = [0.0]
     asked = []
