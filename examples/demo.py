@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
     parser.add_argument("--cpu-ms", type=float, default=0.0,
                         help="make the work CPU-bound: this much CPU per record instead of the 10 ms "
-                             "lookup (shows a scale-up judged on measured throughput)")
+                             "lookup (shows the cores' ceiling the policy measures)")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
@@ -193,12 +193,15 @@ class Finished:
 
 def _judgements(decisions: list[dict]) -> list[str]:
     """The policy's verdicts on its scale-ups, in order, each once (a guard may have held the
-    step back for a while: the policy's own reason is kept in the decision's inputs)."""
+    step back for a while: the policy's own reason is kept in the decision's inputs), and the
+    first decision the cores' ceiling made."""
     found: list[str] = []
     for decision in decisions:
         for reason in (decision["reason"], decision.get("inputs", {}).get("policy", {}).get("policy", "")):
             if "scale-up" in reason and "before" in reason and reason not in found:
                 found.append(reason)
+        if "the cores cap" in decision["reason"] and not any("the cores cap" in f for f in found):
+            found.append(decision["reason"])  # the first time the cores' ceiling decided
     return found
 
 
