@@ -32,6 +32,8 @@ FIT_QUERIES: dict[str, str] = {
     # the load itself: records that arrived in each second, from the watermark's own steps (a
     # rate over a window would replay a step smeared over the window, and that much late)
     "high_watermark": "max by (topic, partition) (autosizer_pipeline_high_watermark{$selector})",
+    # when the pipeline's probe read each watermark: Prometheus stamps it up to a scrape later
+    "high_watermark_time": "max by (topic, partition) (autosizer_pipeline_high_watermark_time_seconds{$selector})",
     "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
@@ -140,7 +142,7 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
     load = np.zeros(seconds.size)
     if series.get("high_watermark"):
-        for _, points in series["high_watermark"]:
+        for _, points in _at_read_times(series["high_watermark"], series.get("high_watermark_time", ())):
             marks = _resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True)
             load += np.diff(marks)  # the records that arrived in [s, s + 1)
     else:  # series saved before the watermark was fetched
@@ -150,6 +152,20 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
                   np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
                   _resample(_points(series.get("processed_rate", ())), start, seconds))
+
+
+def _at_read_times(marks: Series, read: Series) -> Series:
+    """Each watermark placed at the time the pipeline's probe read it rather than at the sample's
+    time: a gauge holds a reading until the next scrape, so a step otherwise replays up to a
+    scrape interval late. A partition without read times keeps the samples' times."""
+    times = {partition_of(labels): dict(points) for labels, points in read}
+    placed: Series = []
+    for labels, points in marks:
+        when = times.get(partition_of(labels), {})
+        moved = sorted({(when[t], v) for t, v in points
+                        if math.isfinite(when.get(t, math.nan)) and math.isfinite(v)})
+        placed.append((labels, moved if len(moved) >= 2 else points))
+    return placed
 
 
 def fetch(url: str, start: float, end: float, selector: str = "", window: str = "10s",

@@ -121,3 +121,17 @@ def test_the_load_is_read_from_the_watermarks_steps_where_the_step_happened():
     load = fitted_run(series, START, START + 59).load.rate
     assert list(load[28:32]) == [100, 100, 1000, 1000]
     assert fitted_run(run_series(), START, START + 59).load.rate[0] == 400, "no watermark: the rate"
+
+
+def test_each_watermark_counts_from_when_the_probe_read_it_not_when_it_was_scraped():
+    """The probe read the step's first watermark at 30.2 s; Prometheus scraped it at 31 s (and
+    held each reading for a second). Replayed at the scrape, the step would start a second late."""
+    series = run_series()
+    marks = np.cumsum([0] + [100 if s < 30 else 1000 for s in range(60)])
+    label = {"topic": "orders", "partition": "0"}
+    series["high_watermark"] = [(label, [(START + i + 1, float(m)) for i, m in enumerate(marks)])]
+    series["high_watermark_time"] = [(label, [(START + i + 1, START + i + 0.2) for i in range(len(marks))])]
+    load = fitted_run(series, START, START + 59).load.rate
+    assert list(load[28:32]) == pytest.approx([100, 100, 820, 1000])
+    late = fitted_run({**series, "high_watermark_time": []}, START, START + 59).load.rate
+    assert list(late[28:33]) == pytest.approx([100, 100, 100, 1000, 1000]), "scrape times: a second late"
