@@ -241,8 +241,9 @@ class AutosizerPolicy:
                                             _recent_peaks(peaks, obs.time, memory), memory,
                                             planned, planned_up)
             if wish == current and not reason:
-                reason = (f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
-                          f"{_cores_note(obs, current, task_rate)}")
+                reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
+                if forecast > self.target * capacity:  # more would be wanted: say why it is not
+                    reason += _cores_note(obs, current, task_rate)
                 if banded:
                     reason += f", within the {self.up:.0%} scale-up band and nobody behind"
         if hot is not None:

@@ -372,7 +372,8 @@ class _Model:
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
-            cpu_ceiling=self.ceiling, history=self.history, cache={"shares": self.hot_table},  # filled: not again each tick
+            cpu_ceiling=self.ceiling, history=self.history,
+            cache={"shares": self.hot_table},  # filled: not again each tick
             watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time)))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:

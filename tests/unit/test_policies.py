@@ -313,6 +313,9 @@ def test_autosizer_goes_straight_to_the_factor_where_the_measured_cores_cap_the_
     capped, _ = policy.decide(observe(cpu_ceiling=8 / 0.0025, **behind))
     assert capped.factor == 2
     assert "the cores cap the job at 3200/s whatever the factor" in capped.reason
+    # A job that keeps up is not told about the cores: nothing more is wanted.
+    idle, _ = policy.decide(observe(cpu_ceiling=1600 / 0.84, input_rate=200, task_rate=400))
+    assert idle.factor == 1 and "cores" not in idle.reason
     # A ceiling far above the input changes nothing (I/O-bound work measures little CPU).
     assert policy.decide(observe(cpu_ceiling=1e6, **behind))[0].factor == 8
     # The demo's CPU-bound run: factor 1 measured at 84% of the ceiling, which the Python workers
