@@ -47,10 +47,12 @@ What it adds to the utilization rule, and why:
   capacity model promised, if that is less): CPU-bound work past the core count, it steps back and
   remembers that factor as a ceiling for `ceiling_memory_s`. Throughput under backlog understates
   capacity (a partition that caught up does only its input), so a real gain is never judged
-  against the model's full promise. The throughput before is one tick's processed rate, and a
-  rate window may hold two batches' commits: it is never taken above the capacity measured then
-  (on 2 busy cores 18/s was read for a measured 9/s, and 1 -> 2 went back to 1 and held there
-  while the lag grew). While a scale-up settles, sizing goes on as long as each task is as fast
+  against the model's full promise. Each side is the median of its last few ticks under
+  backlog (after: those in the second half of `settle_s`, the rate window past the restart): one
+  tick's rate window holds one, two or three batches' commits, and on the CPU-bound demo a
+  single tick either side read +49% where the job did 8% less. The throughput before is never
+  taken above the capacity measured then (on 2 busy cores 18/s was read for a measured 9/s, and
+  1 -> 2 went back to 1 and held there while the lag grew). While a scale-up settles, sizing goes on as long as each task is as fast
   as before: a step that needs 1 -> 16 is not held at 4 for `settle_s`.
 - Hot keys. When one virtual task holds most of the lag, its backlog is one key's or one
   bucket's; more buckets cannot split it, so that lag is left out of the sizing.
@@ -72,6 +74,7 @@ from autosizer.policies.day_plan import day_plan
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
+JUDGED_TICKS = 6  # ticks of throughput under backlog a scale-up's judgement takes the median of
 JUMP = 1.25  # a tick's rise by this factor or more may be a jump's first, partly seen: projected
 # A factor within this share of the cores' ceiling does what the cores allow: CPU-bound Python did
 # 85-94% of the ceiling on 2 dedicated cores (bench_pipeline cpu) and 75% beside the demo's broker,
@@ -86,6 +89,9 @@ class AutosizerState:
     factor: int | None = None  # the factor seen last tick
     task_rate: float | None = None  # the last measured capacity of one virtual task
     throughput: float | None = None  # records/s processed last tick, if the job had a backlog
+    # records/s processed on the last ticks with a backlog at this factor (a scale-up: only those
+    # late enough in its settling that the rate window is past the restart), newest last
+    backlog_rates: tuple[float, ...] = ()
     # a scale-up being judged: (old factor, new factor, throughput before, task rate before)
     trial: tuple[int, int, float, float] | None = None
     ceiling: int | None = None
@@ -160,21 +166,26 @@ class AutosizerPolicy:
         backlogged = _behind(obs, self.backlog_s)
         throughput = obs.processed_rate if backlogged and obs.processed_rate > 0 else None
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
-        if last.factor is not None and current != last.factor:
+        rescaled = last.factor is not None and current != last.factor
+        settled = obs.since_rescale_s > self.settle / 2  # the rate window is past the restart
+        backlog_rates = () if rescaled else last.backlog_rates
+        if throughput is not None and settled:
+            backlog_rates = (*backlog_rates, throughput)[-JUDGED_TICKS:]
+        if rescaled:
             # A scale-up is judged on throughput under backlog; without a backlog before it, on
             # the capacity measured before it.
             trial = None
             if current > last.factor and last.task_rate:
                 measured = obs.capacity(last.factor, last.task_rate)
-                before = min(last.throughput, measured) if last.throughput else measured
+                before = min(_median(last.backlog_rates), measured) if last.backlog_rates else measured
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
         plan, planned_up = last.plan, last.planned_up
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
-                times, rates, current, task_rate, throughput, trial, ceiling, ceiling_until, peaks, plan,
-                planned_up, obs.watermarks or last.watermarks, arrivals)
+                times, rates, current, task_rate, throughput, backlog_rates, trial, ceiling, ceiling_until,
+                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -186,7 +197,8 @@ class AutosizerPolicy:
                                    f"{self.settle:.0f}s", {"task_rate": task_rate})
         judged = ""
         if trial and obs.since_rescale_s >= self.settle:
-            verdict, judged = self._judge(trial, throughput, capacity, obs)
+            verdict, judged = self._judge(trial, _median(backlog_rates) if backlog_rates else None,
+                                          capacity, obs)
             trial = None
             if verdict is not None:
                 back, reason, details = verdict
@@ -425,6 +437,12 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
+
+
+def _median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _capped(obs: Observation, capacity: float) -> bool:

@@ -227,6 +227,24 @@ def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_cei
     assert decision.factor == 4 and "learned ceiling" in decision.reason
 
 
+def test_a_scale_up_is_judged_on_the_median_tick_under_backlog_not_on_one():
+    """A rate window holds one, two or three batches' commits, so one tick can read double. The
+    job does about 400/s at 1 and 380/s at the factor it tried: judged on the last tick on each
+    side it would have "gained" +88% (760/s) and stayed; on the medians it goes back."""
+    policy = load_policy("autosizer")
+    behind = dict(input_rate=1000, lag=200_000, task_rate=100)
+    state = None
+    for t, done in zip((0, 5, 10, 15), (400, 410, 820, 400), strict=True):
+        decision, state = policy.decide(observe(factor=1, time=t, processed=done, **behind), state)
+    tried = decision.factor
+    assert tried > 1
+    for since, done in ((5, 0), (20, 190), (35, 380), (40, 760), (45, 370), (55, 380), (65, 760)):
+        decision, state = policy.decide(observe(factor=tried, time=15 + since, since_rescale_s=since,
+                                                processed=done, **behind), state)
+    assert decision.factor == 1, decision.reason
+    assert "measured throughput under backlog 400/s before, 380/s after" in decision.reason
+
+
 def judged(before: dict, after: dict) -> Decision:
     """The default policy's decision 100 s (settled) after a rescale from `before` to `after`."""
     policy = load_policy("autosizer")
