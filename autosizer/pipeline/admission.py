@@ -75,6 +75,7 @@ class Admission:
         self._seed: float | None = None  # the last median rate, kept across a rescale
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
         self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
+        self.cpu_per_record: float | None = None  # CPU seconds the slots' threads spent a record
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
 
     # --- measuring -----------------------------------------------------------------------------
@@ -84,7 +85,8 @@ class Admission:
         records: dict[str, int] = {}
         busy: dict[str, int] = {}
         seen: set[TopicPartition] = set()
-        for p in progress:
+        progress_list = list(progress)
+        for p in progress_list:
             tp = (p.topic, p.partition)
             if p.read >= MIN_SHARE_READ and p.hottest and tp not in seen:  # every reader carries the same counts
                 seen.add(tp)
@@ -96,6 +98,9 @@ class Admission:
             if p.read:
                 key = (p.task, p.topic, p.partition)
                 self.shares[key] = _smooth(self.shares.get(key), p.owned / p.read)
+        cpu, done = sum(p.cpu_ns for p in progress_list), sum(records.values())
+        if cpu and done:
+            self.cpu_per_record = _smooth(self.cpu_per_record, cpu / 1e9 / done)
         measured = False
         for task, ns in busy.items():
             if ns >= MIN_SAMPLE_NS and records[task]:
@@ -180,13 +185,17 @@ class Admission:
         return out
 
 
-def job_capacity(admission: Admission, layout: Layout) -> float:
+def job_capacity(admission: Admission, layout: Layout, cores: int | None = None) -> float:
     """Records/s the whole job can take in key order, the fixed cost of its batches included,
     for input spread evenly over the partitions (Kafka's default partitioner): the partition
-    with the least capacity fills first. A controller that knows each partition's input rate
-    compares it with `partition_capacity` instead."""
+    with the least capacity fills first, and `cores` at the CPU a record costs cap the job
+    (the policy's `cpu_ceiling`). A controller that knows each partition's input rate compares
+    it with `partition_capacity` instead."""
     capacity = admission.partition_capacity(layout)
-    return len(capacity) * min(capacity.values(), default=0.0) * admission.duty()
+    tasks = len(capacity) * min(capacity.values(), default=0.0)
+    if cores and admission.cpu_per_record:
+        tasks = min(tasks, cores / admission.cpu_per_record)
+    return tasks * admission.duty()
 
 
 def _smooth(old: float | None, new: float) -> float:

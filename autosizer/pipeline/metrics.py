@@ -51,7 +51,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
                                                            beyond its slowest slot's work
   autosizer_pipeline_capacity                              records/s the job can take in key order,
-                                                           fixed cost included
+                                                           fixed cost included, at most what the
+                                                           cores do at the CPU a record costs
   autosizer_pipeline_batches_total                         committed micro-batches
   autosizer_pipeline_factor, autosizer_pipeline_generation the running layout
   autosizer_pipeline_topic_partitions{topic}               partitions the broker has (more than the
@@ -154,7 +155,7 @@ class PipelineMetrics(Collector):
                 self.commit_latency_s = admission.commit_latency_s
                 self.hot_shares = dict(admission.hot_shares)
                 self.deadline_s = admission.config.batch_seconds
-                self.job_capacity = job_capacity(admission, self.layout)
+                self.job_capacity = job_capacity(admission, self.layout, self.cores)
                 self.spans = {tp: plan.span for tp, plan in admission.plan(
                     self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
             busy: dict[str, int] = defaultdict(int)

@@ -91,6 +91,21 @@ def test_the_job_capacity_pays_the_fixed_cost_of_each_batch():
     assert job_capacity(admission, layout) == pytest.approx(200 * 3 / 3.6)
 
 
+def test_the_job_capacity_stops_at_what_the_cores_do_at_the_cpu_a_record_costs():
+    """Two tasks at 100/s whose records cost 8 ms of CPU each: on one core the job does 125/s,
+    not 200/s; with no cores given (or no CPU measured) the tasks' rates alone."""
+    layout = Layout(topics={"orders": 1}, factor=2)
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    progress = batch(layout, rate=100)
+    for p in progress:
+        p.cpu_ns = int(p.records * 0.008 * 1e9)
+    admission.observe(progress)
+    assert admission.cpu_per_record == pytest.approx(0.008)
+    assert job_capacity(admission, layout, cores=1) == pytest.approx(125)
+    assert job_capacity(admission, layout, cores=4) == pytest.approx(200)
+    assert job_capacity(admission, layout) == pytest.approx(200)
+
+
 def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity():
     layout = Layout(topics={"orders": 1}, factor=2)
     admission = Admission(AdmissionConfig(batch_seconds=3))
