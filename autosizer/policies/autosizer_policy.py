@@ -40,7 +40,9 @@ What it adds to the utilization rule, and why:
   busiest thread's share of each partition at that factor (the pipeline counts it for every
   power of two: an even share, or with few keys the busiest key lane, which one thread must carry
   alone), and the share of time a saturated batch leaves its tasks (the batch overhead). The
-  chosen factor runs the busiest thread at `target_utilization`.
+  chosen factor runs the busiest thread at `target_utilization`. No factor does more than the
+  cores at the CPU a record costs (`Observation.cpu_ceiling`): where that caps every factor, it
+  takes the smallest within `CORES_NEAR` of the cap and says so, instead of learning it by trying.
 - Ineffective scale-ups. After a scale-up settles it compares the throughput measured while the
   job had a backlog (at least `backlog_s` of its input waiting, and that old: records that were
   late reaching the broker are old but not waiting), before and after. If it grew by less than 10% (or a quarter of what the
