@@ -103,7 +103,7 @@ class Bench:
         cpu_s = sum(agent.metrics.cpu_ns.values()) / 1e9
         return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
                    cpu_s / max(1, sum(agent.metrics.records_in.values())),
-                   self.spark.sparkContext.defaultParallelism, agent.admission.overhead_s)
+                   self.spark.sparkContext.defaultParallelism, agent.admission.duty())
 
     def run_unordered(self, records: int, ways: int, max_records: int) -> float:
         """The same 2 ms workload cut `ways` ways by offset range, no key order (Spark's
@@ -286,13 +286,11 @@ class Run:
     longest_gap: float  # seconds between two commits, at most
     cpu_per_record: float = 0.0  # CPU seconds the slots' threads spent per record
     cores: int = 0  # the cores the slots share (what the pipeline exports)
-    overhead_s: float | None = None  # a saturated batch's fixed cost, as the pipeline measured it
+    duty: float = 1.0  # the share of a saturated batch its tasks work, as the pipeline measured it
 
     def cpu_ceiling(self) -> float:
         """The policy's cap at any factor: duty x cores / CPU per record (`Observation`)."""
-        from autosizer.policies.base import batch_duty
-
-        return batch_duty(3.0, self.overhead_s) * self.cores / self.cpu_per_record
+        return self.duty * self.cores / self.cpu_per_record
 
 
 def ordered_bound(factor: int, keys: int, per_task: float) -> float:

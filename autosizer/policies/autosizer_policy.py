@@ -66,6 +66,7 @@ import bisect
 import heapq
 import math
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,6 @@ class AutosizerState:
     rates: tuple[float, ...] = ()  # and how much, records/s
     factor: int | None = None  # the factor seen last tick
     task_rate: float | None = None  # the last measured capacity of one virtual task
-    throughput: float | None = None  # records/s processed last tick, if the job had a backlog
     # records/s processed on the last ticks with a backlog at this factor (a scale-up: only those
     # late enough in its settling that the rate window is past the restart), newest last
     backlog_rates: tuple[float, ...] = ()
@@ -179,14 +179,14 @@ class AutosizerPolicy:
             trial = None
             if current > last.factor and last.task_rate:
                 measured = obs.capacity(last.factor, last.task_rate)
-                before = min(_median(last.backlog_rates), measured) if last.backlog_rates else measured
+                before = min(median(last.backlog_rates), measured) if last.backlog_rates else measured
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
         plan, planned_up = last.plan, last.planned_up
 
         def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
-                times, rates, current, task_rate, throughput, backlog_rates, trial, ceiling, ceiling_until,
+                times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
                 peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals)
 
         if task_rate is None:
@@ -199,7 +199,7 @@ class AutosizerPolicy:
                                    f"{self.settle:.0f}s", {"task_rate": task_rate})
         judged = ""
         if trial and obs.since_rescale_s >= self.settle:
-            verdict, judged = self._judge(trial, _median(backlog_rates) if backlog_rates else None,
+            verdict, judged = self._judge(trial, median(backlog_rates) if backlog_rates else None,
                                           capacity, obs)
             trial = None
             if verdict is not None:
@@ -439,12 +439,6 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
-
-
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _capped(obs: Observation, capacity: float) -> bool:
