@@ -247,6 +247,8 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
 
     try:
         wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "every message", errors)
+        # The sink's commit comes before the batch's metrics: wait for the scrape to count them.
+        wait_until(lambda: value(scrape(), "autosizer_pipeline_records_out_total") >= 200, 30, "the metrics")
         before = scrape()
         assert value(before, "autosizer_pipeline_factor") == 2
         assert value(before, "autosizer_pipeline_generation") == 1
