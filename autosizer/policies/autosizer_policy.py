@@ -534,9 +534,11 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     caught only part of the jump: the demo's step read 840/s for 1,200/s there, and not
     projecting it went 1 -> 4 -> 8 in two of five replays); a smaller lone rise is a noisy tick
     (run 47's replay read 1,349/s for 1,200/s 25 s after the step, and went 8 -> 16); a jump's
-    second rising tick does not project, the jump seen in full by then: `noise-spikes`' 30-second
-    bursts were forecast at 16,784/s for 16,034/s there, just past what 16 runs at target, and
-    went 8 -> 32, where 16 absorbs them."""
+    second rising tick (the one after a rise by a quarter) does not project, the jump seen in full
+    by then: `noise-spikes`' 30-second bursts were forecast at 16,784/s for 16,034/s there, just
+    past what 16 runs at target, and went 8 -> 32, where 16 absorbs them. The tick before a jump
+    that rose by noise does not make the jump a second tick: the demo's step (session 21) came
+    after a tick that read 102/s for 91/s, was not projected, and went 1 -> 4 -> 8 (or held 4 at 84%)."""
     if len(rates) < 8:
         return 0.0
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
@@ -546,7 +548,7 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     if _sure_slope(times[-5:], rates[-5:]) <= 0:
         return 0.0
     rose = [b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)]
-    if sum(rose) < 3 and (rose[-2] or rates[-1] < JUMP * rates[-2]):
+    if sum(rose) < 3 and (rates[-2] >= JUMP * rates[-3] or rates[-1] < JUMP * rates[-2]):
         return 0.0  # not a ramp (3 of 4): a jump's second tick, seen in full by now, or noise
     return max(0.0, min(short, long, latest))
 

@@ -619,6 +619,23 @@ def test_a_burst_is_not_projected_as_a_ramp_but_a_ramp_is():
     assert forecast([7_000.0, 10_000.0, 13_000.0, 16_000.0]) > 17_000
 
 
+def test_a_jump_after_a_noisy_tick_that_read_more_is_still_projected():
+    """The demo's step (session 21): 100/s read as 107, 102, 91, 102, then the step's first tick
+    read 557/s in the rate window (1,010/s from the watermarks). The tick before it rose by noise,
+    and "the tick before rose" was taken for a jump's first tick: the step was not projected, the
+    job went 1 -> 4, and held at 4 at 84% (where one step to 8 would have left room). The tick
+    before a jump's second is the jump's own first, a rise by a quarter or more, not any rise."""
+    from autosizer.policies.autosizer_policy import _trend
+
+    times = tuple(5.0 * k for k in range(8))
+    demo = (83.8, 99.4, 98.0, 107.1, 101.8, 91.3, 101.9, 556.7)
+    assert _trend(times, demo) > 0
+    # a jump seen over two ticks: its second is not projected (it is seen in full by then)
+    assert _trend(times, (100.0, 99.0, 101.0, 103.0, 101.0, 99.0, 550.0, 1200.0)) == 0.0
+    # nor is a lone noisy tick a jump
+    assert _trend(times, (100.0, 99.0, 101.0, 103.0, 100.0, 97.0, 95.0, 118.0)) == 0.0
+
+
 def test_a_noisy_level_is_not_projected_as_a_ramp():
     """1,200/s read with a tenth of noise either way, as a real job's ticks read it. With the last
     tick's slope as the only short bound, a tick that read more than the one before was projected
