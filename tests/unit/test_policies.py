@@ -636,6 +636,26 @@ def test_a_jump_after_a_noisy_tick_that_read_more_is_still_projected():
     assert _trend(times, (100.0, 99.0, 101.0, 103.0, 100.0, 97.0, 95.0, 118.0)) == 0.0
 
 
+def test_a_level_after_a_step_and_a_restart_is_not_projected_on_one_noisy_tick():
+    """Run 56 (`bench_sim_vs_real.py`, session 21), as the daemon read it every 5 s: 100/s, the
+    step to 1,200/s at 30 s, 1 -> 8 at 35 s (the rate window dips across the restart), then a
+    tick that read 1,617/s. Three of its last four ticks rose (the window's recovery from the
+    restart, and noise) and the eight-tick slope still reached back before the step: forecast
+    3,580/s, 8 -> 16 for nothing, and back to 8 a minute later. Noise in five ticks of a level
+    does not rise beyond two standard errors of their fit; a ramp does (test below)."""
+    rates = [96, 111, 122, 104, 110, 130, 1232, 482, 838, 1214, 1330, 1130, 1617]
+    arrivals = [96, 111, 122, 104, 110, 130, 1232, 1202, 1200, 1214, 1330, 1200, 1617]
+    policy, state, offsets, decision = load_policy("autosizer"), None, 0.0, None
+    for k, (rate, arriving) in enumerate(zip(rates, arrivals, strict=True)):
+        offsets += arriving * 5
+        factor = 1 if k < 7 else 8
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=100, partitions=4,
+                                                time=5.0 * (k + 1), since_rescale_s=5.0 * (k - 6) if k > 6 else 9999,
+                                                watermarks=marks(offsets, 5.0 * (k + 1), partitions=4)), state)
+    assert decision.details["forecast"] == pytest.approx(1617)
+    assert decision.factor == 8
+
+
 def test_a_noisy_level_is_not_projected_as_a_ramp():
     """1,200/s read with a tenth of noise either way, as a real job's ticks read it. With the last
     tick's slope as the only short bound, a tick that read more than the one before was projected
