@@ -78,7 +78,7 @@ from autosizer.policies.day_plan import day_plan
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
 JUDGED_TICKS = 6  # ticks of throughput under backlog a scale-up's judgement takes the median of
-JUMP = 1.25  # a tick's rise by this factor or more may be a jump's first, partly seen: projected
+JUMP = 1.25  # a tick this far above the four before it may be a jump's first, partly seen: projected
 # A factor within this share of the cores' ceiling does what the cores allow: CPU-bound Python did
 # 85-94% of the ceiling on 2 dedicated cores (bench_pipeline cpu) and 75% beside the demo's broker,
 # Prometheus and daemon, where 1 -> 2 promised +16% and measured -32%.
@@ -557,9 +557,9 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
 
 def _jumped(rates: tuple[float, ...]) -> bool:
     """Did the last tick jump: read a quarter more than the highest of the four before it? A
-    level's noise does not (the demo's 1,200/s reads 1,000-1,430/s: one tick a quarter above the
-    one before is noise there, and was projected to 3,580/s); a step's or a burst's first tick
-    does (the demo's read 1,010/s after 91-107/s)."""
+    level's noise seldom does (the demo's 1,200/s reads 1,000-1,620/s at a 5 s tick: a tick a
+    quarter above the one before is noise there); a step's or a burst's first tick does (the
+    demo's read 1,010/s after 91-107/s)."""
     return rates[-1] >= JUMP * max(rates[-5:-1])
 
 
