@@ -540,18 +540,19 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     of five replays); its second does not, the jump seen in full by then (`noise-spikes`' bursts
     were forecast at 16,784/s for 16,034/s there and went 8 -> 32 where 16 absorbs them). A rise
     by noise before a jump does not make the jump a second tick: the demo's step in session 21
-    came after a tick that read 102/s for 91/s, was not projected, and went 1 -> 4 -> 8."""
+    came after a tick that read 102/s for 91/s, was not projected, and went 1 -> 4 -> 8; nor a
+    ramp, whose five ticks a jump scatters (run 58: 94, 93, 97, 100, then 602/s)."""
     if len(rates) < 8:
         return 0.0
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
     short = (now_r - sum(rates[-8:-5])) / max(1e-9, now_t - sum(times[-8:-5]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
+    if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen
+        return max(0.0, min(short, long, latest))
     rose = [b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)]
     if sum(rose) >= 3:  # a ramp rises in nearly every tick, and beyond the ticks' scatter
         return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
-    if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen
-        return max(0.0, min(short, long, latest))
     return 0.0  # a jump's second tick, seen in full by now, or noise
 
 

@@ -656,6 +656,25 @@ def test_a_level_after_a_step_and_a_restart_is_not_projected_on_one_noisy_tick()
     assert decision.factor == 8
 
 
+def test_a_jump_after_two_noisy_rises_is_projected_as_a_jump():
+    """Run 58 (session 21), the daemon's own ticks from its journal: 100/s read as 94, 93, 97, 100,
+    then the step's first tick read 602/s in the rate window and 1,054/s from the watermarks.
+    Three of the rate window's last four ticks rose, so it went down the ramp path, where five
+    ticks this scattered are no ramp: not projected, 1 -> 4 at 1,054/s, held at 4 at 83-90%. A
+    jump's first tick is a jump whatever the ticks before it did."""
+    rates = [85.2, 94.78, 105.11, 94.33, 92.56, 96.67, 100.0, 602.33]
+    arrivals = [85.2, 100.0, 105.11, 100.0, 100.0, 100.0, 100.0, 1054.0]
+    policy, state, offsets, decision = load_policy("autosizer"), None, 0.0, None
+    for k, (rate, arriving) in enumerate(zip(rates, arrivals, strict=True)):
+        offsets += arriving * 5
+        decision, state = policy.decide(observe(factor=1, input_rate=rate, task_rate=98, partitions=4,
+                                                lag=4010 if k == 7 else 0, restart_downtime_s=1.0,
+                                                time=5.0 * k, watermarks=marks(offsets, 5.0 * k, partitions=4)),
+                                        state)
+    assert decision.details["forecast"] > 1500
+    assert decision.factor == 8
+
+
 def test_a_noisy_level_is_not_projected_as_a_ramp():
     """1,200/s read with a tenth of noise either way, as a real job's ticks read it. With the last
     tick's slope as the only short bound, a tick that read more than the one before was projected
