@@ -282,6 +282,7 @@ class _Model:
         self.hot = job.hot_shares
         self.hot_table = filled_hot_shares(job.hot_share_table(), job.partitions)
         self.ceiling = job.cpu_ceiling()
+        self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -321,10 +322,11 @@ class _Model:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
         now = t0 + tick * np.arange(1, ticks + 1)
+        seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
-        return self._columns(factor, self.observed_input(now), lag_records, lag_seconds, lag_end,
+        return self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                              (x_end, x_drained), ages, processed / tick, task_cap,
-                             self.cum[now][:, None] * self.weights)
+                             self.cum[seen][:, None] * self.weights)
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
@@ -374,7 +376,7 @@ class _Model:
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": self.hot_table},  # filled: not again each tick
-            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time)))
+            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), max(0.0, time - self.age))))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:

@@ -102,6 +102,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     first = _points(series.get("factor", ()))
     if first:
         settings["start_factor"] = int(first[0][1])
+    age = _metrics_age(series.get("high_watermark_time", ()))
+    if age is not None:
+        settings["metrics_age_s"] = age
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
 
 
@@ -112,6 +115,20 @@ def _cpu(series: Mapping[str, Series], process_seconds: float) -> dict[str, floa
     if not cpu or not cores or cpu <= 0 or cores < 1:
         return {}
     return {"cpu_fraction": min(1.0, cpu / process_seconds), "cores": int(cores)}
+
+
+def _metrics_age(read: Series) -> float | None:
+    """How old the watermarks a tick reads are, on the median: from the probe's read to the
+    scrape (a sample's time less the read time it holds), plus half the scrape interval (a query
+    gets the last scrape, from zero to one interval old). None without read times."""
+    ages, gaps = [], []
+    for _, points in read:
+        pairs = [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
+        ages += [t - v for t, v in pairs if t >= v]
+        gaps += [b[0] - a[0] for a, b in zip(pairs, pairs[1:], strict=False) if b[0] > a[0]]
+    if not ages or not gaps:
+        return None
+    return float(statistics.median(ages) + statistics.median(gaps) / 2)
 
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:

@@ -47,6 +47,9 @@ class JobModel:
     cpu_fraction: float = 0.0  # share of that time on a CPU: 0 is I/O-bound work
     cores: int = 16  # cores of the job's executors; only matters when cpu_fraction > 0
     restart_downtime_s: float = 5.0
+    # How old the input a tick reads is: the pipeline's probe reads the watermarks, Prometheus
+    # scrapes them later, and the daemon's query gets the last scrape. 0: read as it happens.
+    metrics_age_s: float = 0.0
     partition_limit: float = math.inf  # records/s one partition can be read at
     tasks_per_slot: int = 8  # virtual tasks (threads) per executor slot, for the slot cost
     start_factor: int = 1
@@ -75,6 +78,7 @@ class JobModel:
             "cpu_fraction": 0 <= self.cpu_fraction <= 1,
             "cores": self.cores >= 1,
             "restart_downtime_s": self.restart_downtime_s >= 0,
+            "metrics_age_s": self.metrics_age_s >= 0,
             "partition_limit": self.partition_limit > 0,
             "tasks_per_slot": self.tasks_per_slot >= 1,
             "batch_seconds": self.batch_seconds >= 0,

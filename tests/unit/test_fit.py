@@ -135,3 +135,19 @@ def test_each_watermark_counts_from_when_the_probe_read_it_not_when_it_was_scrap
     assert list(load[28:32]) == pytest.approx([100, 100, 820, 1000])
     late = fitted_run({**series, "high_watermark_time": []}, START, START + 59).load.rate
     assert list(late[28:33]) == pytest.approx([100, 100, 100, 1000, 1000]), "scrape times: a second late"
+
+
+def test_the_model_reads_the_input_as_old_as_the_run_read_it():
+    """A tick reads the watermarks the probe read, scraped up to a second later, from the last
+    scrape before the query: 0.8 s from read to scrape and scrapes 1 s apart make the input a
+    tick sees 1.3 s old on the median, and the model's ticks see it that old (run 59, session 21:
+    with fresh readings the replayed 30 s tick saw the step's first half-second, took the 35 s
+    tick for the jump's second, and went 1 -> 4 where the real daemon, a second behind, went
+    1 -> 8)."""
+    series = run_series()
+    label = {"topic": "orders", "partition": "0"}
+    series["high_watermark_time"] = [(label, [(START + i + 1, START + i + 0.2) for i in range(60)])]
+    job = fitted_run(series, START, START + 59).job
+    assert job.metrics_age_s == pytest.approx(1.3)
+    assert fitted_run({**series, "high_watermark_time": []}, START, START + 59).job.metrics_age_s == 0.0
+

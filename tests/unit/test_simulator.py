@@ -284,6 +284,28 @@ def test_the_simulated_daemon_ticks_at_start_and_reads_the_input_over_its_window
         simulate(workloads.Workload("step", rate), job, Fixed(1), tick_s=5, window_s=0)
 
 
+def test_the_simulated_daemon_reads_the_input_as_old_as_the_metrics_are():
+    """With metrics 2 s old (probe, scrape, the query's last sample; `autosizer fit` measures it)
+    a tick reads the rate window and the watermarks as they were 2 s before it: the step at 30 s
+    is 3 s into a 10 s window at the 35 s tick, not 5."""
+    seen: dict[float, tuple[float, float, float]] = {}
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            marks = observation.watermarks
+            seen[observation.time] = (observation.input_rate, float(marks.offsets.sum()), float(marks.times.max()))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=2, process_seconds=0.001, process_cv=0.0, skew=KeySkew(keys=100),
+                   metrics_age_s=2.0)
+    rate = np.where(np.arange(60) < 30, 100.0, 1000.0)
+    simulate(workloads.Workload("step", rate), job, Watch(1), tick_s=5, window_s=10)
+    assert seen[35][0] == pytest.approx(370) and seen[40][0] == pytest.approx(820)
+    assert seen[40][1] - seen[35][1] == pytest.approx(5 * 1000)  # the watermarks of 38 s and 33 s
+    assert seen[30][1] - seen[25][1] == pytest.approx(5 * 100)  # the step not in them yet
+    assert (seen[35][2], seen[40][2]) == (33, 38)
+
+
 def rescaled_at_15(batch_seconds: float, rate: float) -> Run:
     """One 100/s task, 1 s trigger and fixed cost, 5 s restart, asked for F=2 from the 15 s tick."""
 
