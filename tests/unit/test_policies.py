@@ -677,6 +677,18 @@ def test_a_jump_after_two_noisy_rises_is_projected_as_a_jump():
     assert decision.factor == 8
 
 
+@given(st.lists(st.floats(min_value=0.0, max_value=1e6, allow_nan=False), min_size=8, max_size=40))
+def test_the_trend_is_a_finite_rise_no_steeper_than_the_last_tick(rates):
+    """Whatever the input read, the projection never falls (a fall is left to the scale-down
+    rules), is finite, and never rises faster than the last tick rose."""
+    from autosizer.policies.autosizer_policy import _trend
+
+    times = tuple(5.0 * k for k in range(len(rates)))
+    trend = _trend(times, tuple(rates))
+    assert math.isfinite(trend) and trend >= 0
+    assert trend <= max(0.0, (rates[-1] - rates[-2]) / 5.0) + 1e-9
+
+
 def test_a_noisy_level_is_not_projected_as_a_ramp():
     """1,200/s read with a tenth of noise either way, as a real job's ticks read it. With the last
     tick's slope as the only short bound, a tick that read more than the one before was projected
