@@ -71,6 +71,7 @@ name = "restart-in-driver"
 # Only the daemon's clocks are shortened (tick, window, cooldowns, metric age) so that a demo fits
 # in minutes; the policy and the actuator run on their shipped defaults, as a deployed job would.
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
+SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
 
 
 def main() -> None:
@@ -78,13 +79,30 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=240,
                         help=f"seconds to run (default 240; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s)")
     parser.add_argument("--png", default="autosizer-demo.png", help="where to write the timeline")
+    parser.add_argument("--shape", choices=SHAPES, default="step",
+                        help="the high phase's load: a step (default), a ramp up to it over its first "
+                             "half, or 10 s bursts to it every 30 s")
     parser.add_argument("--cpu-ms", type=float, default=0.0,
                         help="make the work CPU-bound: this much CPU per record instead of the 10 ms "
                              "lookup (shows the cores' ceiling the policy measures)")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
-    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms)
+    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape)
+
+
+def load_at(elapsed: float, high: float, shape: str = "step") -> float:
+    """Orders/s to produce `elapsed` seconds into the watched run: LOW, and in the high phase a
+    step to `high`, a ramp to it over the phase's first half, or 10 s bursts to it every 30 s
+    (real traffic is seldom one clean step; these show what the policy does with the others)."""
+    into = elapsed - STEP_AT
+    if not 0 <= into < STEP_S:
+        return LOW
+    if shape == "ramp":
+        return LOW + (high - LOW) * min(1.0, into / (STEP_S / 2))
+    if shape == "bursts":
+        return high if into % 30 < 10 else LOW
+    return high
 
 
 def cpu_step(cpu_ms: float) -> float:
@@ -95,7 +113,7 @@ def cpu_step(cpu_ms: float) -> float:
 
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
-        cpu_ms: float = 0.0, high: float | None = None) -> bool:
+        cpu_ms: float = 0.0, high: float | None = None, shape: str = "step") -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate. True when the job kept up with the step."""
     configure_logging(level="warning")
@@ -142,7 +160,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             runner.start()
             began = time.time()
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
-            watch(store, load, probe, duration, timeline, high=step)
+            watch(store, load, probe, duration, timeline, high=step, shape=shape)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
@@ -226,11 +244,11 @@ def last_decision(journal: DecisionJournal) -> str:
 
 
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
-          timeline: list[dict], high: float = HIGH) -> None:
+          timeline: list[dict], high: float = HIGH, shape: str = "step") -> None:
     """Step the load; once a second, read the job from Prometheus and show it with the last decision."""
     journal, began = DecisionJournal(store), time.monotonic()
     while (elapsed := time.monotonic() - began) < duration:
-        load.set_rate(high if STEP_AT <= elapsed < STEP_AT + STEP_S else LOW)
+        load.set_rate(load_at(elapsed, high, shape))
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,
