@@ -112,7 +112,14 @@ def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_
     high = [p for p in timeline if step_at <= p["t"] < end]
     if not high:
         return False, "keeps up: no sample in the high phase (run longer than the step)"
-    over = [p["t"] for p in high if p["lag"] > within_s * p["load"]]
+
+    def recent(p: dict) -> float:
+        """The input of the last `within_s` seconds: a burst's records still in flight when it
+        ends are not a backlog against the trickle after it."""
+        loads = [q["load"] for q in timeline if p["t"] - within_s < q["t"] <= p["t"]] or [p["load"]]
+        return within_s * sum(loads) / len(loads)
+
+    over = [p["t"] for p in high if p["lag"] > recent(p)]
     back = "never fell behind" if not over else (
         f"lag back under {within_s:g} s of input {over[-1] + 1 - step_at:.0f} s after the step"
         if over[-1] < high[-1]["t"] else f"lag still over {within_s:g} s of input when the step ended")

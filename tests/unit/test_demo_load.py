@@ -18,3 +18,18 @@ def test_the_ramp_climbs_over_half_the_phase_and_the_bursts_last_ten_seconds_in_
     assert ramp == sorted(ramp) and ramp[int(STEP_S / 4)] == pytest.approx((LOW + HIGH) / 2)
     bursts = [load_at(STEP_AT + s, HIGH, "bursts") for s in range(30)]
     assert bursts.count(HIGH) == 10 and bursts[:10] == [HIGH] * 10
+
+
+def test_keeping_up_counts_the_lag_against_the_input_of_the_last_two_seconds():
+    """A 10 s burst at 1,200/s leaves about a second of it in flight as it ends: against the
+    100/s after it that looked like 12 s behind, against the last two seconds' input it is not."""
+    from examples.loadgen import keep_up_verdict
+
+    timeline = [{"t": float(t), "load": load_at(t, HIGH, "bursts"), "factor": 8,
+                 "lag": 1200.0 if STEP_AT <= t < STEP_AT + STEP_S and (t - STEP_AT) % 30 == 10 else 50.0}
+                for t in range(240)]
+    ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+    assert ok and "never fell behind" in verdict
+    timeline[100]["lag"] = 10_000.0  # 60 s after the step: ten seconds of the trickle and more
+    ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+    assert "lag back under 2 s of input 71 s after the step" in verdict
