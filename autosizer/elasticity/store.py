@@ -160,7 +160,7 @@ class MetadataStore:
         gen = self.current_generation() if generation is None else generation
         raw = None if gen is None else self.call(lambda: self.redis.get(self.keys.layout(gen)))
         if raw is None:
-            which = "a current layout" if generation is None else f"layout generation {generation}"
+            which = "current layout" if generation is None else f"layout generation {generation}"
             raise NoLayout(
                 f"job {self.job!r} has no {which} in Redis at {redact(self.url)}: "
                 "create one with `autosizer layout init`"
