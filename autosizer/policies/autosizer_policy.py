@@ -541,11 +541,15 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     were forecast at 16,784/s for 16,034/s there and went 8 -> 32 where 16 absorbs them). A rise
     by noise before a jump does not make the jump a second tick: the demo's step in session 21
     came after a tick that read 102/s for 91/s, was not projected, and went 1 -> 4 -> 8; nor a
-    ramp, whose five ticks a jump scatters (run 58: 94, 93, 97, 100, then 602/s)."""
-    if len(rates) < 8:
+    ramp, whose five ticks a jump scatters (run 58: 94, 93, 97, 100, then 602/s). From six ticks
+    on (a daemon's first half-minute at a 5 s tick; the Kinesis demo's step lands on its sixth and
+    read 281/s of 400/s there, unprojected, 1 -> 2 -> 4 -> 8), with fewer than eight the short
+    slope is the long one."""
+    if len(rates) < 6:
         return 0.0
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
-    short = (now_r - sum(rates[-8:-5])) / max(1e-9, now_t - sum(times[-8:-5]))
+    back = slice(-8, -5) if len(rates) >= 8 else slice(0, 3)  # a daemon's first ticks: from the first three
+    short = (now_r - sum(rates[back])) / max(1e-9, now_t - sum(times[back]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
     if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen

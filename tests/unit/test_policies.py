@@ -636,6 +636,9 @@ def test_a_jump_after_a_noisy_tick_that_read_more_is_still_projected():
     assert _trend(times, (100.0, 99.0, 101.0, 103.0, 100.0, 97.0, 95.0, 118.0)) == 0.0
     # an outage's zeros are no jump, so the backfill after them is a first tick, and projects
     assert _trend(times, (0.0,) * 7 + (6000.0,)) > 0
+    # a daemon's sixth tick already projects a jump (the Kinesis demo's step: 281/s after 50/s)
+    assert _trend(times[:6], (50.0, 48.0, 52.0, 50.0, 49.0, 281.0)) > 0
+    assert _trend(times[:5], (50.0, 48.0, 52.0, 49.0, 281.0)) == 0.0  # five: too few to tell
 
 
 def test_a_level_after_a_step_and_a_restart_is_not_projected_on_one_noisy_tick():
