@@ -68,7 +68,8 @@ class _Block:
     task_columns: tuple[np.ndarray, ...]  # TaskStats' columns, (ticks, tasks) each
     partition_totals: list[list[float]]  # per tick, the sums of partition_columns
     task_totals: list[list[float]]
-    marks: np.ndarray  # (ticks, partitions): each partition's high watermark at tick ends
+    marks: np.ndarray  # (ticks, partitions): each partition's high watermark as each tick reads it
+    marks_age: np.ndarray  # (ticks,): how long before the tick's end each of those was read
 
 
 @njit(cache=True, nogil=True)
@@ -326,7 +327,7 @@ class _Model:
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
         return self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                              (x_end, x_drained), ages, processed / tick, task_cap,
-                             self.cum[seen][:, None] * self.weights)
+                             (self.cum[seen][:, None] * self.weights, now - seen))
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
@@ -359,7 +360,8 @@ class _Model:
             # Column sums for all ticks in one call each, handed to the stats as their totals.
             partition_totals=np.stack([c.sum(axis=1) for c in partition_columns], axis=1).tolist(),
             task_totals=np.stack([c.sum(axis=1) for c in task_columns], axis=1).tolist(),
-            marks=marks,
+            marks=marks[0],
+            marks_age=marks[1],
         )
 
     def observe(self, block: _Block, k: int, factor: int, time: float, since: float) -> Observation:
@@ -376,7 +378,9 @@ class _Model:
             saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": self.hot_table},  # filled: not again each tick
-            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), max(0.0, time - self.age))))
+            # Stamped when they were read: before the run's second 0 at its first ticks, as a
+            # daemon's first query gets a scrape from before it started.
+            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time - block.marks_age[k])))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:

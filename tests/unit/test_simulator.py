@@ -306,6 +306,25 @@ def test_the_simulated_daemon_reads_the_input_as_old_as_the_metrics_are():
     assert (seen[35][2], seen[40][2]) == (33, 38)
 
 
+def test_the_first_ticks_watermarks_are_stamped_when_they_were_read():
+    """A daemon's first query gets a scrape from before it started: the watermarks of its first
+    tick are stamped 8 s before second 0, so the input between its first two ticks reads as
+    the 6,000/s it is (stamped at second 0, the step-up trace's first ticks read 12,857/s and a
+    job sized for 6,000/s went 16 -> 32)."""
+    seen: dict[float, object] = {}
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen[observation.time] = observation.watermarks
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=2, process_seconds=0.001, process_cv=0.0, skew=KeySkew(keys=100),
+                   metrics_age_s=8.0)
+    simulate(workloads.constant(6000, seconds=60, noise=0), job, Watch(1), tick_s=15)
+    assert seen[0].times.max() == -8
+    assert seen[15].rate_since(seen[0]) == pytest.approx(6000)
+
+
 def rescaled_at_15(batch_seconds: float, rate: float) -> Run:
     """One 100/s task, 1 s trigger and fixed cost, 5 s restart, asked for F=2 from the 15 s tick."""
 
