@@ -297,9 +297,10 @@ class _Model:
         return np.where(arrivals < 1e-12, 0.0, arrivals)  # rounding must not invent a queue
 
     def block(self, t0: int, end: int, factor: int, x0: np.ndarray, down_s: float,
-              keeping_up: bool = False) -> _Block:
+              keeping_up: bool = False, past: tuple[np.ndarray, np.ndarray] | None = None) -> _Block:
         """Seconds [t0, end) at one factor, from positions x0 (P, 2), in cumulative-input units;
-        `keeping_up`: the job takes all its input as it comes (the time before a run starts)."""
+        `keeping_up`: the job takes all its input as it comes (the time before a run starts);
+        `past`: the run's lag records and seconds before t0, which old metrics may still show."""
         job, tick = self.job, self.tick
         rate = self.rate[t0:end]
         ticks = rate.size // tick
@@ -325,9 +326,31 @@ class _Model:
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
+        if self.age:
+            lag_end, ages = self._aged(t0, seen, lag_end, ages, lag_records, lag_seconds, past, arrivals)
         return self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                              (x_end, x_drained), ages, processed / tick, task_cap,
                              (self.cum[seen][:, None] * self.weights, now - seen))
+
+    @staticmethod
+    def _aged(t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
+              lag_seconds: np.ndarray, past: tuple[np.ndarray, np.ndarray] | None,
+              arrivals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The backlog and the oldest records' ages as old metrics show them: the job's totals of
+        `seen` seconds (this block's, or `past` ones), spread over the queues as at the tick's end
+        (positions are kept per tick only; the totals are what sizing reads)."""
+        old_records, old_seconds = past if past is not None else (np.zeros(0), np.zeros(0))
+        records = np.concatenate([old_records[:t0], lag_records])
+        seconds = np.concatenate([old_seconds[:t0], lag_seconds])
+        at = np.clip(seen - 1, 0, records.size - 1)  # a second's sample is taken at its end
+        shown, oldest = records[at], seconds[at]
+        total = lag_end.sum(axis=(1, 2))
+        share = arrivals / max(float(arrivals.sum()), 1e-12)
+        lag = np.where(total[:, None, None] > 0, lag_end * (shown / np.maximum(total, 1e-12))[:, None, None],
+                       shown[:, None, None] * share)
+        top = ages.max(axis=1)
+        ages = np.where(top[:, None] > 0, ages * (oldest / np.maximum(top, 1e-12))[:, None], oldest[:, None])
+        return lag, ages
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
@@ -426,7 +449,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
         end = lead if t < lead else min(total, t + block_ticks * tick)
-        block = model.block(t, end, factor, x, down_s, keeping_up=t < lead)
+        block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
+                            past=(run.lag_records[:t], run.lag_seconds[:t]))
         kept, running = end - t, factor
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick - lead

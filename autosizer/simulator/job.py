@@ -47,8 +47,9 @@ class JobModel:
     cpu_fraction: float = 0.0  # share of that time on a CPU: 0 is I/O-bound work
     cores: int = 16  # cores of the job's executors; only matters when cpu_fraction > 0
     restart_downtime_s: float = 5.0
-    # How old the input a tick reads is: the pipeline's probe reads the watermarks, Prometheus
-    # scrapes them later, and the daemon's query gets the last scrape. 0: read as it happens.
+    # How old the input and backlog a tick reads are: the pipeline's probe reads the watermarks
+    # and lag, Prometheus scrapes them later, and the daemon's query gets the last scrape.
+    # 0: read as it happens.
     metrics_age_s: float = 0.0
     partition_limit: float = math.inf  # records/s one partition can be read at
     tasks_per_slot: int = 8  # virtual tasks (threads) per executor slot, for the slot cost

@@ -306,6 +306,31 @@ def test_the_simulated_daemon_reads_the_input_as_old_as_the_metrics_are():
     assert (seen[35][2], seen[40][2]) == (33, 38)
 
 
+def test_old_metrics_show_the_backlog_as_it_was_when_they_were_read():
+    """The probe exports the lag with the watermarks, so a tick reads both as old: one 100/s
+    queue taking 300/s from second 30 has 2,000 records waiting at the 40 s tick and shows the
+    1,600 of 38 s (the oldest record's age as at 38 s too)."""
+    seen: dict[float, tuple[float, float]] = {}
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen[observation.time] = (observation.lag_records, float(observation.partitions.lag_seconds.max()))
+            return super().decide(observation, state)
+
+    def run(age: float) -> dict[float, tuple[float, float]]:
+        seen.clear()
+        job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=100),
+                       batch_seconds=0.0, restart_downtime_s=0.0, metrics_age_s=age)
+        rate = np.where(np.arange(60) < 30, 50.0, 300.0)
+        simulate(workloads.Workload("step", rate), job, Watch(1), tick_s=5, window_s=10)
+        return dict(seen)
+
+    fresh, old = run(0.0), run(2.0)
+    assert fresh[40][0] == pytest.approx(2000) and old[40][0] == pytest.approx(1600)
+    assert old[40][1] < fresh[40][1]
+    assert old[45][0] == pytest.approx(fresh[45][0] - 2 * 200)
+
+
 def test_the_first_ticks_watermarks_are_stamped_when_they_were_read():
     """A daemon's first query gets a scrape from before it started: the watermarks of its first
     tick are stamped 8 s before second 0, so the input between its first two ticks reads as
