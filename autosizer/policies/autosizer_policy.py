@@ -18,7 +18,11 @@ What it adds to the utilization rule, and why:
   that way, run 41), while the watermarks' series is level by then.
 - One jump. The factor covers the forecast at `target_utilization` and drains the lag, plus the
   input that piles up during the measured restart, within `catch_up_seconds`; a step change is
-  met by one rescale rather than a ladder.
+  met by one rescale rather than a ladder. A jump's first tick may have seen a second of it (a
+  step lands anywhere in a tick, and the metrics are a scrape old): while nobody is `backlog_s`
+  behind, that tick holds and the next, which sees the jump whole, sizes it unprojected (a ramp
+  shows in the tick after). Sized on the part seen, `step-up` went 4 -> 8 -> 16 with the step
+  8-12 s before a 15 s tick.
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
   the forecast passes `scale_up_utilization` of the measured capacity (Flink's
   `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past
@@ -209,6 +213,8 @@ class AutosizerPolicy:
 
         # a rate window still taking in a step is not a ramp: the watermarks' series is flat by then
         rising = min(_trend(times, rates), _trend(times, arrivals))
+        if _first_of_a_jump(arrivals[:-1]):  # the tick after a jump's first: a ramp shows in the next
+            rising = 0.0
         forecast = arriving + rising * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
@@ -236,6 +242,10 @@ class AutosizerPolicy:
         if banded:
             wish = current
         early = int(lead.max()) if lead is not None else 0
+        if wish > max(current, early) and _first_of_a_jump(arrivals) and not _behind(obs, self.backlog_s):
+            return answer(current, f"hold: the input jumped to {arriving:.0f}/s within the last tick, "
+                                   f"perhaps not in full yet; sized on the next tick, which sees it "
+                                   f"whole (nobody is {self.backlog_s:.0f}s behind)", details)
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
@@ -558,6 +568,13 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     if sum(rose) >= 3:  # a ramp rises in nearly every tick, and beyond the ticks' scatter
         return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
     return 0.0  # a jump's second tick, seen in full by now, or noise
+
+
+def _first_of_a_jump(arrivals: tuple[float, ...]) -> bool:
+    """Is the last tick a jump's first? Its watermarks may have caught only the jump's start: with
+    metrics 8 s old (a 15 s scrape) `step-up`'s first tick read 3,867/s of 6,000/s, went 4 -> 8,
+    and the next tick, which read the 6,000/s, had to wait out the cooldown for 16."""
+    return len(arrivals) >= 6 and _jumped(arrivals) and not _jumped(arrivals[:-1])
 
 
 def _jumped(rates: tuple[float, ...]) -> bool:

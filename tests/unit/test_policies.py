@@ -666,14 +666,16 @@ def test_a_jump_after_two_noisy_rises_is_projected_as_a_jump():
     then the step's first tick read 602/s in the rate window and 1,054/s from the watermarks.
     Three of the rate window's last four ticks rose, so it went down the ramp path, where five
     ticks this scattered are no ramp: not projected, 1 -> 4 at 1,054/s, held at 4 at 83-90%. A
-    jump's first tick is a jump whatever the ticks before it did."""
+    jump's first tick is a jump whatever the ticks before it did. (Since session 22 a job nobody
+    is 10 s behind in waits for the next tick, which sees the jump whole; one that is, as here
+    with 12 s of input waiting, is sized on the projection at once.)"""
     rates = [85.2, 94.78, 105.11, 94.33, 92.56, 96.67, 100.0, 602.33]
     arrivals = [85.2, 100.0, 105.11, 100.0, 100.0, 100.0, 100.0, 1054.0]
     policy, state, offsets, decision = load_policy("autosizer"), None, 0.0, None
     for k, (rate, arriving) in enumerate(zip(rates, arrivals, strict=True)):
         offsets += arriving * 5
         decision, state = policy.decide(observe(factor=1, input_rate=rate, task_rate=98, partitions=4,
-                                                lag=4010 if k == 7 else 0, restart_downtime_s=1.0,
+                                                lag=12 * rate if k == 7 else 0, restart_downtime_s=1.0,
                                                 time=5.0 * k, watermarks=marks(offsets, 5.0 * k, partitions=4)),
                                         state)
     assert decision.details["forecast"] > 1500
@@ -717,3 +719,50 @@ def test_the_five_tick_slope_keeps_a_clean_ramp_and_drops_scatter():
     assert _sure_slope(times, tuple(100.0 + 20.0 * t for t in times)) == pytest.approx(20.0)
     assert _sure_slope(times, (1200.0, 1080.0, 1300.0, 1150.0, 1250.0)) < 5.0
     assert _sure_slope((), ()) == _sure_slope((5.0, 5.0, 5.0), (1.0, 2.0, 3.0)) == 0.0  # no line to fit
+
+
+def jump(series, factor=4, task_rate=50.0, partitions=16, tick=15.0, behind_s=0.0):
+    """Feed autosizer (rate window, watermarks' rate) per tick; the last tick's backlog is
+    `behind_s` seconds of its input. Returns every decision."""
+    policy, state, offsets, decisions = load_policy("autosizer"), None, 0.0, []
+    for k, (rate, arriving) in enumerate(series):
+        offsets += arriving * tick
+        lag = behind_s * arriving if k == len(series) - 1 else 0.0
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, processed=rate, lag=lag,
+                                                task_rate=task_rate, partitions=partitions, time=tick * (k + 1),
+                                                since_rescale_s=9999,
+                                                watermarks=marks(offsets, tick * (k + 1), partitions)), state)
+        decisions.append(decision)
+    return decisions
+
+
+def test_a_jump_seen_in_part_is_sized_on_the_next_tick_in_one_rescale():
+    """`step-up` (2,000 -> 6,000/s) with metrics 8 s old, the step 8 s before a 15 s tick: the
+    tick read 2,933/s in the rate window and 3,867/s from the watermarks, went 4 -> 8, and the
+    next tick, which read the 6,000/s, waited out the overload cooldown for 16 (two rescales, a
+    minute apart; the suite's steps, on a tick with fresh metrics, hid it). Nobody is behind yet,
+    so the first tick holds and the next sizes the whole step: one rescale."""
+    level = [(2000.0, 2000.0)] * 6
+    first, second = jump([*level, (2933.0, 3867.0), (4933.0, 6000.0)])[-2:]
+    assert first.factor == 4 and "jumped to 3867/s within the last tick" in first.reason
+    assert second.factor == 16 and second.details["forecast"] == pytest.approx(6000)
+
+
+def test_a_jump_is_sized_at_once_when_the_job_is_already_behind():
+    """A tick's wait is for a job that can afford it: 10 s of input waiting (`backlog_s`) is not."""
+    level = [(2000.0, 2000.0)] * 6
+    decision = jump([*level, (2933.0, 3867.0)], behind_s=12.0)[-1]
+    assert decision.factor > 4 and "jumped" not in decision.reason
+
+
+def test_the_tick_after_a_jumps_first_is_not_projected_as_a_ramp():
+    """Run 60's step (5 s ticks), replayed with the wait: the watermarks read 757/s then 1,200/s
+    (the step landed mid-tick), the rate window 428 then 979/s. Two rises of a quarter in a row
+    looked like a ramp and forecast 2,790/s: 1 -> 16 and back to 8 45 s later. The tick after a
+    jump's first sizes for what it reads; a ramp shows in the tick after it."""
+    level = [(100.0, 100.0), (99.0, 101.0), (101.0, 99.0), (100.0, 100.0), (102.0, 101.0), (100.0, 100.0)]
+    decisions = jump([*level, (428.0, 757.0), (979.0, 1200.0)], factor=1, task_rate=98.0,
+                     partitions=4, tick=5.0)
+    assert decisions[-2].factor == 1
+    assert decisions[-1].details["forecast"] == pytest.approx(1200)
+    assert decisions[-1].factor == 4  # 1,568/s there: 1,200/s at 77%, no backlog in this feed
