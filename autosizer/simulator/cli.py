@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from typing import Any
@@ -34,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--cpu-fraction", type=float, help="share of that time on a CPU (0 = I/O-bound)")
     job.add_argument("--cores", type=int)
     job.add_argument("--downtime", type=float, help="restart downtime in seconds")
+    job.add_argument("--metrics-age", type=float, metavar="S",
+                     help="how old the metrics each decision reads are, in seconds: about half the "
+                          "scrape interval plus 1 (default 0: as they happen)")
     job.add_argument("--start-factor", type=int)
     job.add_argument("--zipf", type=float, help="key popularity exponent (0 = uniform)")
     job.add_argument("--hot-key-share", type=float, help="one key's share of partition 0")
@@ -80,7 +84,11 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
     else:
         name, job = args.workload, JobModel()
         workload = workloads.build(args.workload, **params)
+    if args.metrics_age is not None and not (math.isfinite(args.metrics_age) and args.metrics_age >= 0):
+        raise ValueError(f"--metrics-age must be finite seconds >= 0 (about half the scrape interval "
+                         f"plus 1), not {args.metrics_age!r}")
     overrides = {"partitions": args.partitions, "cpu_fraction": args.cpu_fraction,
+                 "metrics_age_s": args.metrics_age,
                  "cores": args.cores, "restart_downtime_s": args.downtime,
                  "start_factor": args.start_factor,
                  "process_seconds": args.process_ms / 1000 if args.process_ms else None}

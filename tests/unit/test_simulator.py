@@ -235,6 +235,21 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     assert rows[0]["policy"] == "lag-threshold" and "violation_s" in rows[0]
 
 
+def test_simulate_command_reads_metrics_as_old_as_asked(capsys):
+    """`--metrics-age 8` is a 15 s scrape: `lag-threshold`, which sizes on the backlog it reads,
+    sees it 8 s late and scales differently; `autosizer` still meets `step-up` in one rescale."""
+    rows = {}
+    for age in ("0", "8"):
+        assert main(["simulate", "--trace", "step-up", "--metrics-age", age, "--policy", "autosizer",
+                     "--policy", "lag-threshold", "--json"]) == 0
+        rows[age] = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["8"]["autosizer"]["converge_rescales"] == 1
+    assert rows["8"]["lag-threshold"] != rows["0"]["lag-threshold"]
+    for bad in ("-1", "nan", "inf"):
+        assert main(["simulate", "--trace", "step-up", "--metrics-age", bad]) == 2
+        assert "--metrics-age must be finite seconds >= 0" in capsys.readouterr().err
+
+
 def test_simulate_command_refuses_bad_input_in_one_line(capsys):
     assert main(["simulate", "--workload", "constant", "--param", "rate"]) == 2
     assert "--param takes KEY=VALUE" in capsys.readouterr().err
