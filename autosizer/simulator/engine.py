@@ -332,17 +332,17 @@ class _Model:
                              (x_end, x_drained), ages, processed / tick, task_cap,
                              (self.cum[seen][:, None] * self.weights, now - seen))
 
-    @staticmethod
-    def _aged(t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
+    def _aged(self, t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
               lag_seconds: np.ndarray, past: tuple[np.ndarray, np.ndarray] | None,
               arrivals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The backlog and the oldest records' ages as old metrics show them: the job's totals of
         `seen` seconds (this block's, or `past` ones), spread over the queues as at the tick's end
         (positions are kept per tick only; the totals are what sizing reads)."""
         old_records, old_seconds = past if past is not None else (np.zeros(0), np.zeros(0))
-        records = np.concatenate([old_records[:t0], lag_records])
-        seconds = np.concatenate([old_seconds[:t0], lag_seconds])
-        at = np.clip(seen - 1, 0, records.size - 1)  # a second's sample is taken at its end
+        lo = max(0, t0 - self.age - 1)  # the oldest second a tick of this block may still show
+        records = np.concatenate([old_records[lo:t0], lag_records])
+        seconds = np.concatenate([old_seconds[lo:t0], lag_seconds])
+        at = np.clip(seen - 1 - lo, 0, records.size - 1)  # a second's sample is taken at its end
         shown, oldest = records[at], seconds[at]
         total = lag_end.sum(axis=(1, 2))
         share = arrivals / max(float(arrivals.sum()), 1e-12)
