@@ -766,3 +766,13 @@ def test_the_tick_after_a_jumps_first_is_not_projected_as_a_ramp():
     assert decisions[-2].factor == 1
     assert decisions[-1].details["forecast"] == pytest.approx(1200)
     assert decisions[-1].factor == 4  # 1,568/s there: 1,200/s at 77%, no backlog in this feed
+
+
+@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=1e5, allow_nan=False),
+                          st.floats(min_value=0.0, max_value=1e5, allow_nan=False)), min_size=7, max_size=30))
+def test_a_jump_is_never_waited_for_two_ticks_in_a_row(series):
+    """Whatever the input reads, the wait on a jump's first tick is one tick: the next one is
+    either no jump or a second jump in a row (a ramp), and sizes."""
+    decisions = jump(series)
+    waited = ["jumped to" in d.reason for d in decisions]
+    assert not any(a and b for a, b in zip(waited, waited[1:], strict=False))
