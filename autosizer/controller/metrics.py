@@ -39,6 +39,10 @@ class DaemonMetrics:
                             registry=self.registry)
         self.leader = Gauge("autosizer_daemon_leader", "1 while this daemon holds the leader lease",
                             registry=self.registry)
+        # The policy's goals were measured with metrics up to 4 s old (a 1-5 s scrape); alert on it.
+        self.metrics_age = Gauge("autosizer_daemon_metrics_age_seconds",
+                                 "How old the newest pipeline sample the last tick read was",
+                                 registry=self.registry)
         self.tick_seconds = Histogram("autosizer_daemon_tick_seconds", "Tick duration, actuation included",
                                       registry=self.registry)
         self.actuation_seconds = Histogram(

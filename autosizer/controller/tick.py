@@ -124,6 +124,8 @@ class Tick:
         since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
         downtime = DEFAULT_DOWNTIME_S if rescaled is None or not rescaled.downtime_s else rescaled.downtime_s
         evaluation = self.evaluator.evaluate(samples, layout, since, downtime)
+        if self.metrics is not None and not evaluation.problems:
+            self.metrics.metrics_age.set(evaluation.observation.age_s)
         decision = self._decide(evaluation, overrides, layout)
         inputs = _inputs(evaluation, samples.seconds)
         if decision.factor == layout.factor:

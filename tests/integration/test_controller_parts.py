@@ -21,6 +21,7 @@ from autosizer.controller.config import load_config
 from autosizer.controller.daemon import build_tick
 from autosizer.controller.history import HistoryStore
 from autosizer.controller.lease import LeaderLease
+from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import OverrideStore
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
@@ -85,13 +86,17 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
             EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
         config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
                                           actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
-        tick = build_tick(config)
+        metrics = DaemonMetrics(config.daemon.interval_s)
+        tick = build_tick(config, metrics)
         collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
         wait_until(lambda: not collector.collect().problems and collector.lag(), 60, "a first scrape")
         wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 300, 60,
                    "the input rate over the window")
         record = tick()
         assert record.outcome == "dry_run" and record.target > 1, record
+        # how old the metrics were, for an operator to alert on (the test's Prometheus scrapes each second)
+        age = metrics.registry.get_sample_value("autosizer_daemon_metrics_age_seconds")
+        assert age == pytest.approx(record.inputs["age_s"], abs=0.06) and 0 <= age < 5
         assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
         # the CPU a record costs (1 ms) and the cores (2): at most 2,000/s at any factor
         assert record.inputs["cpu_ceiling"] == pytest.approx(2000, rel=0.05)
