@@ -213,7 +213,10 @@ class AutosizerPolicy:
 
         # a rate window still taking in a step is not a ramp: the watermarks' series is flat by then
         rising = min(_trend(times, rates), _trend(times, arrivals))
-        if _first_of_a_jump(arrivals[:-1]):  # the tick after a jump's first: a ramp shows in the next
+        if _first_of_a_jump(arrivals[:-1]):
+            # The tick after a jump's first (the watermarks' series decides for both: a mid-tick
+            # step reads as two rises in a row there, which the ramp rule would project); a
+            # ramp shows in the tick after this one.
             rising = 0.0
         forecast = arriving + rising * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
@@ -242,7 +245,7 @@ class AutosizerPolicy:
         if banded:
             wish = current
         early = int(lead.max()) if lead is not None else 0
-        if wish > max(current, early) and _first_of_a_jump(arrivals) and not _behind(obs, self.backlog_s):
+        if wish > max(current, early) and _first_of_a_jump(arrivals) and not backlogged:
             return answer(current, f"hold: the input jumped to {arriving:.0f}/s within the last tick, "
                                    f"perhaps not in full yet; sized on the next tick, which sees it "
                                    f"whole (nobody is {self.backlog_s:.0f}s behind)", details)
