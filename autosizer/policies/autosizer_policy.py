@@ -22,7 +22,9 @@ What it adds to the utilization rule, and why:
   step lands anywhere in a tick, and the metrics are a scrape old): while nobody is `backlog_s`
   behind, that tick holds and the next, which sees the jump whole, sizes it unprojected (a ramp
   shows in the tick after). Sized on the part seen, `step-up` went 4 -> 8 -> 16 with the step
-  8-12 s before a 15 s tick.
+  8-12 s before a 15 s tick. So does the first tick to read the input past the band after four
+  within it, when it is no ramp: a step a second before the tick reads as a rise of a few
+  percent, less than a jump, enough to leave the band (`cpu-bound` went 1 -> 2 -> 4 that way).
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
   the forecast passes `scale_up_utilization` of the measured capacity (Flink's
   `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past
@@ -111,6 +113,7 @@ class AutosizerState:
     watermarks: Watermarks | None = None  # the partitions' high watermarks last tick
     # the input each tick read from the watermarks' growth (`_arriving`), beside `rates`
     arrivals: tuple[float, ...] = ()
+    waited: bool = False  # the last tick held to see a rise whole (`_seen_in_part`)
 
 
 class AutosizerPolicy:
@@ -188,10 +191,11 @@ class AutosizerPolicy:
 
         plan, planned_up = last.plan, last.planned_up
 
-        def answer(factor: int, reason: str, details: dict[str, Any]) -> tuple[Decision, Any]:
+        def answer(factor: int, reason: str, details: dict[str, Any],
+                   waited: bool = False) -> tuple[Decision, Any]:
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
-                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals)
+                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -213,10 +217,10 @@ class AutosizerPolicy:
 
         # a rate window still taking in a step is not a ramp: the watermarks' series is flat by then
         rising = min(_trend(times, rates), _trend(times, arrivals))
-        if _first_of_a_jump(arrivals[:-1]):
-            # The tick after a jump's first (the watermarks' series decides for both: a mid-tick
-            # step reads as two rises in a row there, which the ramp rule would project); a
-            # ramp shows in the tick after this one.
+        if last.waited or _first_of_a_jump(arrivals[:-1]):
+            # The tick after a wait, or after a jump's first (the watermarks' series decides
+            # for both: a mid-tick step reads as two rises in a row there, which the ramp rule
+            # would project); a ramp shows in the tick after this one.
             rising = 0.0
         forecast = arriving + rising * (obs.restart_downtime_s + self.horizon)
         plan = self._plan(obs, task_rate, plan)
@@ -245,10 +249,13 @@ class AutosizerPolicy:
         if banded:
             wish = current
         early = int(lead.max()) if lead is not None else 0
-        if wish > max(current, early) and _first_of_a_jump(arrivals) and not backlogged:
-            return answer(current, f"hold: the input jumped to {arriving:.0f}/s within the last tick, "
-                                   f"perhaps not in full yet; sized on the next tick, which sees it "
-                                   f"whole (nobody is {self.backlog_s:.0f}s behind)", details)
+        if wish > max(current, early) and not backlogged and not last.waited:
+            seen = _seen_in_part(arrivals, self.up * capacity)
+            if seen:
+                return answer(current, f"hold: the input {seen} {arriving:.0f}/s within the last tick, "
+                                       f"perhaps not in full yet; sized on the next tick, which sees it "
+                                       f"whole (nobody is {self.backlog_s:.0f}s behind)",
+                              {**details, "waited": True}, waited=True)
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
@@ -567,10 +574,28 @@ def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
     if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen
         return max(0.0, min(short, long, latest))
-    rose = [b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)]
-    if sum(rose) >= 3:  # a ramp rises in nearly every tick, and beyond the ticks' scatter
+    if _ramping(rates):  # a ramp rises in nearly every tick, and beyond the ticks' scatter
         return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
     return 0.0  # a jump's second tick, seen in full by now, or noise
+
+
+def _seen_in_part(arrivals: tuple[float, ...], band: float) -> str:
+    """How the last tick's input rose, if it may have seen only part of a rise ("" if not): a
+    jump's first tick, or the first to read past the scale-up band (`band`, records/s) after four
+    within it. A step a second before a tick reads as a rise of a few percent: `cpu-bound`'s read
+    647/s for 500 -> 2,700/s, under a quarter above the ticks before, past the band all the same,
+    went 1 -> 2, and the next tick's 2,727/s waited out the overload cooldown for 4."""
+    if _first_of_a_jump(arrivals):
+        return "jumped to"
+    if (len(arrivals) >= 6 and arrivals[-1] > band >= max(arrivals[-5:-1])
+            and not _jumped(arrivals[:-1]) and not _ramping(arrivals)):
+        return "rose past the scale-up band to"
+    return ""
+
+
+def _ramping(rates: tuple[float, ...]) -> bool:
+    """Did three of the last four ticks rise? A ramp does; a level's noise seldom does."""
+    return sum(b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)) >= 3
 
 
 def _first_of_a_jump(arrivals: tuple[float, ...]) -> bool:

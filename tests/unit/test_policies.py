@@ -774,5 +774,34 @@ def test_a_jump_is_never_waited_for_two_ticks_in_a_row(series):
     """Whatever the input reads, the wait on a jump's first tick is one tick: the next one is
     either no jump or a second jump in a row (a ramp), and sizes."""
     decisions = jump(series)
-    waited = ["jumped to" in d.reason for d in decisions]
+    waited = [bool(d.details.get("waited")) for d in decisions]
     assert not any(a and b for a, b in zip(waited, waited[1:], strict=False))
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=7, max_size=30))
+def test_a_rise_past_the_band_is_never_waited_for_two_ticks_in_a_row(series):
+    """Levels about the scale-up band, where the rise past it (not only a jump) waits: still one
+    tick at most, then the job is sized."""
+    decisions = jump([(rate, rate) for rate in series], factor=1, task_rate=50.0)
+    waited = [bool(d.details.get("waited")) for d in decisions]
+    assert not any(a and b for a, b in zip(waited, waited[1:], strict=False))
+
+
+def test_a_step_seen_as_a_small_rise_past_the_band_is_sized_on_the_next_tick():
+    """`cpu-bound` (500 -> 2,700/s at factor 1) with the step a second before a 15 s tick: the
+    tick read 647/s, under a quarter above the ticks before (no jump), but past the 90% band of
+    factor 1's 646/s. Sized on it, 1 -> 2; the next tick read 2,727/s and waited out the overload
+    cooldown for 4, a minute later. That tick now waits, and the next sizes the whole step."""
+    level = [(500.0, 500.0), (499.0, 501.0), (501.0, 499.0), (498.0, 498.0), (508.0, 519.0)]
+    first, second = jump([*level, (583.0, 647.0), (1687.0, 2727.0)], factor=1, task_rate=646 / 16)[-2:]
+    assert first.factor == 1 and "rose past the scale-up band to 647/s" in first.reason
+    assert second.details["forecast"] == pytest.approx(2727)
+    assert second.factor == 8  # 2,727/s at 53% of 8's 5,168/s; 4's 2,584/s is short
+
+
+def test_a_ramp_past_the_band_is_sized_at_once():
+    """A ramp that reaches the band is projected, not waited for: the wait is for a rise that
+    one tick may have seen in part, and a ramp shows in every tick."""
+    ramp = [(400.0 + 40.0 * k, 400.0 + 40.0 * k) for k in range(7)]
+    decision = jump(ramp, factor=1)[-1]
+    assert decision.factor > 1 and not decision.details.get("waited")

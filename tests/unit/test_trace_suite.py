@@ -57,18 +57,22 @@ def shifted(trace, seconds: int, metrics_age_s: float):
 
 
 @pytest.mark.parametrize("metrics_age_s", [0.0, 2.0, 8.0])
-@pytest.mark.parametrize("trace", ["step-up", "step-down", "outage-backfill"])
+@pytest.mark.parametrize("trace", ["step-up", "step-down", "outage-backfill", "cpu-bound"])
 def test_one_rescale_converges_wherever_the_step_lands_in_a_tick(trace, metrics_age_s):
     """The suite's steps land on a tick, which then reads them whole. A real step lands anywhere
     in the 15 s tick, and the daemon's metrics are a scrape old (2 s at a 1 s scrape, 8 s at 15 s),
     so the first tick after it may have seen one second of it: `step-up` went 4 -> 8 -> 16 with
-    the step 8-12 s before a tick, until that tick waited for the next to see the jump whole."""
+    the step 8-12 s before a tick, until that tick waited for the next to see the jump whole;
+    `cpu-bound` went 1 -> 2 -> 4 where that second read as a rise too small for a jump, until the
+    first tick past the band waited too. (`cpu-bound` is late at every factor: its lateness is
+    the floor's, checked on the suite's own run.)"""
     base = load_trace(trace)
     for seconds in range(0, 15, 2):
         workload, job = shifted(base, seconds, metrics_age_s)
         result = score(simulate(workload, job, load_policy("autosizer")))
         assert result.converge_rescales <= 1, (seconds, result)
-        assert result.violation_s == 0, (seconds, result)
+        if trace != "cpu-bound":
+            assert result.violation_s == 0, (seconds, result)
 
 
 def test_fewer_rescales_than_utilization_and_no_more_violation(suite):
