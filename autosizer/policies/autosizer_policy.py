@@ -25,6 +25,9 @@ What it adds to the utilization rule, and why:
   8-12 s before a 15 s tick. So does the first tick to read the input past the band after four
   within it, when it is no ramp: a step a second before the tick reads as a rise of a few
   percent, less than a jump, enough to leave the band (`cpu-bound` went 1 -> 2 -> 4 that way).
+  Neither waits when what the tick saw already needs the most any factor can do (the cores'
+  ceiling, a hot key's lane): the rest of the rise could not change the factor, and on
+  `cpu-bound` with metrics 4-8 s old the wait cost 126 s of lateness.
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
   the forecast passes `scale_up_utilization` of the measured capacity (Flink's
   `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past
@@ -249,7 +252,8 @@ class AutosizerPolicy:
         if banded:
             wish = current
         early = int(lead.max()) if lead is not None else 0
-        if wish > max(current, early) and not backlogged and not last.waited:
+        if (wish > max(current, early) and not backlogged and not last.waited
+                and wish < _top_factor(obs, task_rate)):
             seen = _seen_in_part(arrivals, self.up * capacity)
             if seen:
                 return answer(current, f"hold: the input {seen} {arriving:.0f}/s within the last tick, "
@@ -441,8 +445,7 @@ class AutosizerPolicy:
             spare = capacity - forecast
             if capacity * utilization >= forecast and spare > 0 and backlog / spare <= self.catch_up:
                 return factor
-        best = max(capacities)
-        return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= _near(obs, best) * best)
+        return _top_factor(obs, task_rate)
 
 
 def _behind(obs: Observation, seconds: float) -> bool:
@@ -459,6 +462,14 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
+
+
+def _top_factor(obs: Observation, task_rate: float) -> int:
+    """The smallest factor that reaches (nearly) the most any factor can: past it more buckets
+    add nothing (the cores' ceiling, one hot key's lane)."""
+    capacities = obs.capacities(task_rate).tolist()
+    best = max(capacities)
+    return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= _near(obs, best) * best)
 
 
 def _capped(obs: Observation, capacity: float) -> bool:

@@ -721,16 +721,16 @@ def test_the_five_tick_slope_keeps_a_clean_ramp_and_drops_scatter():
     assert _sure_slope((), ()) == _sure_slope((5.0, 5.0, 5.0), (1.0, 2.0, 3.0)) == 0.0  # no line to fit
 
 
-def jump(series, factor=4, task_rate=50.0, partitions=16, tick=15.0, behind_s=0.0):
+def jump(series, factor=4, task_rate=50.0, partitions=16, tick=15.0, behind_s=0.0, **extra):
     """Feed autosizer (rate window, watermarks' rate) per tick; the last tick's backlog is
-    `behind_s` seconds of its input. Returns every decision."""
+    `behind_s` seconds of its input; `extra` goes to every observation. Returns every decision."""
     policy, state, offsets, decisions = load_policy("autosizer"), None, 0.0, []
     for k, (rate, arriving) in enumerate(series):
         offsets += arriving * tick
         lag = behind_s * arriving if k == len(series) - 1 else 0.0
         decision, state = policy.decide(observe(factor=factor, input_rate=rate, processed=rate, lag=lag,
                                                 task_rate=task_rate, partitions=partitions, time=tick * (k + 1),
-                                                since_rescale_s=9999,
+                                                since_rescale_s=9999, **extra,
                                                 watermarks=marks(offsets, tick * (k + 1), partitions)), state)
         decisions.append(decision)
     return decisions
@@ -797,6 +797,19 @@ def test_a_step_seen_as_a_small_rise_past_the_band_is_sized_on_the_next_tick():
     assert first.factor == 1 and "rose past the scale-up band to 647/s" in first.reason
     assert second.details["forecast"] == pytest.approx(2727)
     assert second.factor == 8  # 2,727/s at 53% of 8's 5,168/s; 4's 2,584/s is short
+
+
+def test_a_jump_that_already_needs_the_most_any_factor_can_do_is_sized_at_once():
+    """`cpu-bound` with metrics 4 or 8 s old: the step's first tick read most of it and already
+    needed the cores' ceiling (factor 4: 2,584/s of the 2,667/s any factor can do). Seeing the
+    rest could not change the factor, and the wait cost 126 violation-seconds (12,560 against
+    utilization's 12,479 at 4 s). A wait is only for a rise whose rest could need more."""
+    level = [(500.0, 500.0)] * 6
+    decision = jump([*level, (1300.0, 2400.0)], factor=1, task_rate=646 / 16, cpu_ceiling=2667.0)[-1]
+    assert decision.factor == 4 and not decision.details.get("waited")
+    assert "the cores cap the job at 2667/s" in decision.reason
+    # the same tick without the cores' ceiling: the rest of the jump could need more, so it waits
+    assert jump([*level, (1300.0, 2400.0)], factor=1, task_rate=646 / 16)[-1].details.get("waited")
 
 
 def test_a_ramp_past_the_band_is_sized_at_once():
