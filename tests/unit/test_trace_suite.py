@@ -119,6 +119,40 @@ def test_half_the_violation_of_lag_threshold_wherever_any_policy_could(suite, tr
     assert floor > 0.5 * theirs, (ours, theirs, floor)
 
 
+# Where a comparative goal is missed on a trace, and why (README, "What would meet each missed
+# goal"); every other trace is held to it one by one, so none that meets it slips back unseen.
+COSTLIER_THAN_LAG_THRESHOLD = {
+    "nyc-flights": "no schedule of <= 4 rescales a day costs as little (the oracle bound)",
+    "cpu-bound": "the floor is above half of lag-threshold's lateness",
+    "hot-key": "the floor is above half of lag-threshold's lateness",
+    "flash-crowd": "the 3-hour peak memory without history; a shorter one breaks nyc-flights",
+    "outage-backfill": "the backfill sized at the target; 90% would meet it with no band left",
+    "step-down": "the 3-hour peak memory without history; a shorter one breaks nyc-flights",
+    "noise-spikes": "only factor 8 held is as cheap, riding the bursts at 22 s of lag",
+    "sawtooth": "only factor 8 held is as cheap, 88 s behind at every tooth",
+}
+NO_THIRD_FEWER_THAN_UTILIZATION = {
+    "fast-ramp": "four doublings in 10 minutes, one rescale each; a longer ramp lead breaks workday",
+    "slow-ramp": "one rescale per doubling; fewer is a 4x step hours early",
+    "sawtooth": "70% of one is none, and holding 8 waits 88 s at every tooth (scale-up goal)",
+    "step-down": "70% of one is none, and the step needs its one (converge goal)",
+}
+
+
+@pytest.mark.parametrize("trace", [t for t in trace_names() if t not in COSTLIER_THAN_LAG_THRESHOLD])
+def test_half_the_violation_of_lag_threshold_at_no_more_cost_per_trace(suite, trace):
+    ours, theirs = suite[trace, "autosizer"][1], suite[trace, "lag-threshold"][1]
+    assert ours.violation_s <= 0.5 * theirs.violation_s, (ours, theirs)
+    assert ours.task_hours <= theirs.task_hours, (ours, theirs)
+
+
+@pytest.mark.parametrize("trace", [t for t in trace_names() if t not in NO_THIRD_FEWER_THAN_UTILIZATION])
+def test_a_third_fewer_rescales_than_utilization_and_no_more_violation_per_trace(suite, trace):
+    ours, theirs = suite[trace, "autosizer"][1], suite[trace, "utilization"][1]
+    assert ours.rescales <= 0.7 * theirs.rescales, (ours, theirs)
+    assert ours.violation_s <= theirs.violation_s, (ours, theirs)
+
+
 @pytest.mark.parametrize("traces", ["synthetic", "real"])
 def test_no_more_cost_than_lag_threshold_over_the_suite(suite, traces):
     # On the suite's totals: per trace, several synthetic traces and nyc-flights cost more (on
