@@ -30,6 +30,14 @@ class Workload:
     def seconds(self) -> int:
         return len(self.rate)
 
+    def delayed(self, seconds: int) -> Workload:
+        """The same input `seconds` later (its first rate held until then), the run as long: a
+        change that landed on a policy tick now lands that far into one, as a real one may."""
+        if not 0 <= seconds < self.seconds:
+            raise ValueError(f"delay must be 0 to {self.seconds - 1} s, not {seconds!r}")
+        rate = np.concatenate([np.full(seconds, self.rate[0]), self.rate[:self.seconds - seconds]])
+        return Workload(self.name, rate, tuple(c + seconds for c in self.changes if c + seconds < self.seconds))
+
 
 def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[int, ...] = ()) -> Workload:
     if noise < 0:

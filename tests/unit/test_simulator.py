@@ -428,3 +428,14 @@ def test_a_batch_commits_its_latency_after_its_work_and_the_next_starts_after_it
     with pytest.raises(ValueError, match="commit_latency_s"):
         JobModel(commit_latency_s=-0.1)
 
+
+
+def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
+    """Where a step lands in a policy tick is part of what a trace tests (the phase test)."""
+    step = workloads.step(100, 200, at=30, seconds=60, noise=0)
+    later = step.delayed(7)
+    assert later.seconds == 60 and later.changes == (37,)
+    assert later.rate[36] == 100 and later.rate[37] == 200 and later.rate[-1] == 200
+    assert step.delayed(0).changes == step.changes
+    with pytest.raises(ValueError, match="delay must be 0 to 59 s"):
+        step.delayed(60)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from autosizer.policies import Guards, load_policy
@@ -50,10 +49,7 @@ def test_one_rescale_converges_after_a_step(suite, trace):
 
 def shifted(trace, seconds: int, metrics_age_s: float):
     """The trace's change `seconds` later, read through metrics `metrics_age_s` old."""
-    workload = trace.workload
-    rate = np.concatenate([np.full(seconds, workload.rate[0]), workload.rate[:workload.seconds - seconds]])
-    moved = dataclasses.replace(workload, rate=rate, changes=tuple(c + seconds for c in workload.changes))
-    return moved, dataclasses.replace(trace.job, metrics_age_s=metrics_age_s)
+    return trace.workload.delayed(seconds), dataclasses.replace(trace.job, metrics_age_s=metrics_age_s)
 
 
 @pytest.mark.parametrize("metrics_age_s", [0.0, 2.0, 8.0])
