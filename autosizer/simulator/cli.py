@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--hours", type=float, help="length in hours")
     source.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a workload setting, e.g. mean=20000, path=rates.csv, query=...")
+    source.add_argument("--delay", type=int, default=0, metavar="S",
+                        help="start the input S seconds later, so its changes land S s into a "
+                             "decision tick rather than on one (default 0)")
     job = parser.add_argument_group("job (defaults: 64 partitions, 10 ms per record)")
     job.add_argument("--partitions", type=int)
     job.add_argument("--process-ms", type=float, help="mean time per record")
@@ -84,6 +87,12 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
     else:
         name, job = args.workload, JobModel()
         workload = workloads.build(args.workload, **params)
+    if args.delay:
+        if not 0 <= args.delay < workload.seconds:
+            raise ValueError(f"--delay must be 0 to {workload.seconds - 1} seconds (less than the "
+                             f"workload), not {args.delay!r}; a tick's length or less shows where a "
+                             f"change lands in it")
+        workload = workload.delayed(args.delay)
     if args.metrics_age is not None and not (math.isfinite(args.metrics_age) and args.metrics_age >= 0):
         raise ValueError(f"--metrics-age must be finite seconds >= 0 (about half the scrape interval "
                          f"plus 1), not {args.metrics_age!r}")

@@ -235,6 +235,17 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     assert rows[0]["policy"] == "lag-threshold" and "violation_s" in rows[0]
 
 
+def test_simulate_command_delays_the_input_into_a_tick(capsys):
+    """`--delay 14`: `cpu-bound`'s step lands 14 s into a 15 s tick, where its first tick reads
+    one second of it; one rescale still, and a bad delay is a one-line error naming the range."""
+    assert main(["simulate", "--trace", "cpu-bound", "--delay", "14", "--policy", "autosizer", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["converge_rescales"] == 1 and row["rescales"] == 1
+    for bad in ("-1", "14400"):
+        assert main(["simulate", "--trace", "cpu-bound", "--delay", bad]) == 2
+        assert "--delay must be 0 to 14399 seconds" in capsys.readouterr().err
+
+
 def test_simulate_command_reads_metrics_as_old_as_asked(capsys):
     """`--metrics-age 8` is a 15 s scrape: `lag-threshold`, which sizes on the backlog it reads,
     sees it 8 s late and scales differently; `autosizer` still meets `step-up` in one rescale."""
