@@ -440,7 +440,6 @@ def test_a_batch_commits_its_latency_after_its_work_and_the_next_starts_after_it
         JobModel(commit_latency_s=-0.1)
 
 
-
 def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
     """Where a step lands in a policy tick is part of what a trace tests (the phase test)."""
     step = workloads.step(100, 200, at=30, seconds=60, noise=0)
