@@ -20,7 +20,7 @@ import sys
 
 from autosizer.policies import load_policy
 from autosizer.simulator.engine import simulate
-from autosizer.simulator.scores import Score, score
+from autosizer.simulator.scores import broken_goals, score
 from autosizer.simulator.traces import load_trace, trace_names
 
 REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
@@ -33,19 +33,6 @@ def _span(values: list[int]) -> str:
     return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
-def _broken(result: Score, unshifted: Score) -> list[str]:
-    """The per-trace goals this run breaks that the unshifted one kept (a trace that converges in
-    two unshifted, `flash-crowd`'s surge, or counts a day's two rescales, `workday`, is not new)."""
-    broken = []
-    if result.converge_rescales is not None and result.converge_rescales > max(1, unshifted.converge_rescales or 0):
-        broken.append(f"converges in {result.converge_rescales}")
-    if result.scale_up_delay_s > 60:
-        broken.append(f"scale-up {result.scale_up_delay_s} s late")
-    if result.reversals_1h:
-        broken.append(f"{result.reversals_1h} reversals")
-    return broken
-
-
 def main(names: list[str]) -> None:
     print("| trace | metrics age | unshifted: violation-s / rescales / reversals / delay / converge "
           "| over shifts 0-14 s: violation-s | rescales | delay (s) | goals broken at a shift |")
@@ -56,7 +43,7 @@ def main(names: list[str]) -> None:
             job = dataclasses.replace(trace.job, metrics_age_s=age)
             runs = {s: score(simulate(trace.workload.delayed(s), job, load_policy("autosizer"))) for s in SHIFTS}
             base = runs[0]
-            broken = [f"{s} s: {', '.join(b)}" for s, r in runs.items() if (b := _broken(r, base))]
+            broken = [f"{s} s: {', '.join(b)}" for s, r in runs.items() if (b := broken_goals(r, base))]
             print(f"| `{name}` | {age:g} s | {base.violation_s:,} / {base.rescales} / {base.reversals_1h} / "
                   f"{base.scale_up_delay_s} / {base.converge_rescales if base.converge_rescales is not None else '-'} "
                   f"| {_span([r.violation_s for r in runs.values()])} | {_span([r.rescales for r in runs.values()])} "

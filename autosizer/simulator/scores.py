@@ -85,3 +85,20 @@ def scale_up_delay(run: Run) -> int:
         waited = int(after[0]) - begin if after.size and after[0] <= end else int(end) - begin
         worst = max(worst, waited)
     return worst
+
+
+def broken_goals(result: Score, reference: Score) -> list[str]:
+    """The per-trace goals `result` breaks that `reference` (the same trace, unmoved) kept: more
+    rescales to converge after a change than one (or than the reference's own, where it needed
+    more: a surge topping out over a minute), a scale-up later than a minute after a sustained
+    overload, more reversals within an hour. Used where a trace is replayed with its change
+    landing elsewhere in a tick."""
+    broken = []
+    converge, kept = result.converge_rescales, max(1, reference.converge_rescales or 0)
+    if converge is not None and converge > kept:
+        broken.append(f"converges in {converge}")
+    if result.scale_up_delay_s > 60:
+        broken.append(f"scale-up {result.scale_up_delay_s} s late")
+    if result.reversals_1h > reference.reversals_1h:
+        broken.append(f"{result.reversals_1h} reversals")
+    return broken
