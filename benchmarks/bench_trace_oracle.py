@@ -47,9 +47,9 @@ from autosizer.policies.day_plan import day_plan
 from autosizer.simulator.bounds import Hold, violation_floor
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.scores import score
-from autosizer.simulator.traces import load_trace, trace_names
+from autosizer.simulator.traces import load_trace, real_trace_names, trace_names
 
-REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+REAL = tuple(real_trace_names())
 STEPS = ("step-up", "step-down", "outage-backfill", "cpu-bound")
 DAILY = (*REAL, "diurnal", "workday")
 SLOT_S = 300

@@ -21,9 +21,9 @@ import sys
 from autosizer.policies import load_policy
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.scores import broken_goals, score
-from autosizer.simulator.traces import load_trace, trace_names
+from autosizer.simulator.traces import load_trace, real_trace_names, trace_names
 
-REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+REAL = tuple(real_trace_names())
 SHIFTS = range(0, 15, 2)
 AGES = (0.0, 8.0)
 

@@ -24,10 +24,10 @@ from autosizer.policies import load_policy  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.report import plot  # noqa: E402
 from autosizer.simulator.scores import score  # noqa: E402
-from autosizer.simulator.traces import load_trace, trace_names  # noqa: E402
+from autosizer.simulator.traces import load_trace, real_trace_names, trace_names  # noqa: E402
 
 POLICIES = ("autosizer", "utilization", "lag-threshold")
-REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+REAL = tuple(real_trace_names())
 DAY = 86_400
 
 

@@ -30,6 +30,13 @@ def trace_names() -> list[str]:
     return sorted(p.stem for p in TRACES.glob("*.toml"))
 
 
+def real_trace_names() -> list[str]:
+    """The suite's traces replayed from real arrival series (`kind = "dataset"`), read from their
+    files without loading the data: the goals for daily and real traffic apply to these."""
+    return [name for name in trace_names()
+            if tomllib.loads((TRACES / f"{name}.toml").read_text())["workload"].get("kind") == "dataset"]
+
+
 def load_trace(name_or_path: str) -> Trace:
     path = Path(name_or_path)
     if not path.suffix:

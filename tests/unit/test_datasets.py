@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autosizer.simulator.traces import load_trace
+from autosizer.simulator.traces import load_trace, real_trace_names
 from autosizer.simulator.workloads import build
 
 DAY = 86_400
-REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")
+REAL = tuple(real_trace_names())
+
+
+def test_the_real_traces_are_the_dataset_replays():
+    """Read from the trace files (`kind = "dataset"`), so a trace added as a file counts."""
+    assert REAL == ("bank-calls", "england-electricity", "nyc-flights", "victoria-electricity")
 
 
 @pytest.mark.parametrize("name", REAL)

