@@ -23,8 +23,8 @@ utilization rescaled once (70% of one is zero), the second cannot; where utiliza
 rescale is the one a step needs, the second conflicts with "one rescale to converge after a step"
 (holding meets it only by never following the step); where holding the start factor (the only
 way to make none) leaves a sustained overload more than 60 s without a scale-up, it conflicts
-with "scale-up within a minute" (`sawtooth`: factor 8 is behind for 88 s at every tooth). A summary line then counts every goal of the
-issue: those two, one rescale to converge after a step (`step-up`, `step-down`, `outage-backfill`,
+with "scale-up within a minute" (`sawtooth`: factor 8 is behind for 88 s at every tooth). A
+summary line then counts every goal of the issue: those two, one rescale to converge after a step (`step-up`, `step-down`, `outage-backfill`,
 `cpu-bound`), at most four rescales a day and no reversal within an hour (real traces, `diurnal`,
 `workday`), and scale-up within a minute of a sustained overload (every trace).
 
@@ -121,11 +121,11 @@ def goals(names: list[str], metrics_age_s: float = 0.0) -> None:
               f"{ours.task_hours:,.0f} / {lt.task_hours:,.0f} | {first} | "
               f"{ours.rescales} / {util.rescales} ({util.violation_s:,}) | {second} |", flush=True)
         days = run.factor.size / DAY_S
-        for goal, held in zip(missed, (first == "met", second == "met",
+        for goal, kept in zip(missed, (first == "met", second == "met",
                                        name not in STEPS or (ours.converge_rescales or 0) <= 1,
                                        name not in DAILY or ours.rescales <= 4 * days and not ours.reversals_1h,
                                        ours.scale_up_delay_s <= 60), strict=True):
-            if not held:
+            if not kept:
                 missed[goal].append(name)
     print(f"\nmetrics {metrics_age_s:g} s old; goals missed (of {len(names)} traces):")
     for goal, traces in missed.items():
