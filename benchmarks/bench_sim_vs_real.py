@@ -1,6 +1,6 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
-Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255] [--shape ramp]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -13,7 +13,10 @@ scale-up band (a step's first tick still projects past it: run 44 went 1 -> 2, B
 With the daemon's rescale decisions saved beside the series, each rescale's timing is printed
 beside the simulator's: when the tick began, when its actuation began (after the tick's queries
 and policy; the query time is printed too), when it ended (the new generation's first commit),
-and when the simulated backlog first fell after its own rescale (its first commit).
+and when the simulated backlog first fell after its own rescale (its first commit), each with its
+reason. `--shape ramp` or `bursts` runs the demo's other loads (`examples/demo.py --shape`); the
+lag ratios alone would miss a rescale one side made and the other did not, so the two factor
+paths are printed too. `--save` keeps every tick's decision with the policy's details.
 """
 
 from __future__ import annotations
@@ -49,11 +52,12 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW)
     rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"],
                  "actuation_s": (d.get("actuation") or {}).get("seconds"),
-                 "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms")}
+                 "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms"), "reason": d.get("reason")}
                 for d in finished.decisions if d["outcome"] in ("scale_up", "scale_down") and d["time"] >= start]
     if save is not None:
+        ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
-                                    "series": series, "rescales": rescales}))
+                                    "series": series, "rescales": rescales, "decisions": ticks}))
         print(f"series saved to {save} (replay with --replay {save})")
     replay(series, start, end, finished.config_path, rescales)
 
@@ -89,10 +93,10 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         acted = (f", actuation from {r['at'] + r['tick_ms'] / 1000 - r['actuation_s']:.1f} s (queries "
                  f"{r['prometheus_ms']:.0f} ms)" if r.get("actuation_s") is not None else "")
         print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, first commit by "
-              f"{r['at'] + r['tick_ms'] / 1000:.1f} s")
+              f"{r['at'] + r['tick_ms'] / 1000:.1f} s" + (f"\n  {r['reason']}" if r.get("reason") else ""))
     for r in run.rescales:
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
-              f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s)")
+              f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s)\n  {r.reason}")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
     print(f"goal (both ratios within 20%): {'met' if goal else 'missed'}")
     capacity_check(fitted)
@@ -134,6 +138,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
     parser.add_argument("--high", type=float, help="the step's rate in orders/s (default the demo's 1,200); "
                         "255 is about 83%% of factor 1's measured capacity, inside the scale-up band")
+    parser.add_argument("--shape", choices=demo.SHAPES, default="step",
+                        help="the high phase's load, as `examples/demo.py --shape`: a step (default), a "
+                             "ramp up to it over its first half, or 10 s bursts to it every 30 s")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -143,7 +150,8 @@ def main() -> None:
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
-    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high)
+    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
+             shape=args.shape)
 
 
 if __name__ == "__main__":

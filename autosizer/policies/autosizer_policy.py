@@ -8,7 +8,10 @@ What it adds to the utilization rule, and why:
   before it): a ramp rises in all of them, a step that already happened not in the last tick, a
   burst or a step in one or two (its first tick may have caught part of it; by the second it is
   seen in full), and noise about a level not beyond its scatter nor by a quarter in one tick, so
-  neither a step, a burst nor a noisy tick is mistaken for a ramp. The
+  neither a step, a burst nor a noisy tick is mistaken for a ramp. A ramp is projected no
+  further than it has lasted (`_ramp_age`): one that has risen for a minute is as likely to stop
+  within the next as to go on, and a minute's ramp projected two minutes past its end went 8 ->
+  16 -> 8 on the real demo (run 63). The
   input projected is the rate window's, or what the high watermarks grew by since the last tick
   when that is more: a window averages in the time before a step, the last tick does not. (Not
   processed plus the backlog's growth: both move by whole batches, so over one tick that sum
@@ -225,7 +228,11 @@ class AutosizerPolicy:
             # for both: a mid-tick step reads as two rises in a row there, which the ramp rule
             # would project); a ramp shows in the tick after this one.
             rising = 0.0
-        forecast = arriving + rising * (obs.restart_downtime_s + self.horizon)
+        ahead = obs.restart_downtime_s + self.horizon
+        if rising > 0 and not _first_of_a_jump(arrivals):
+            # a ramp is projected no further than it has lasted (at least over the restart)
+            ahead = min(ahead, max(obs.restart_downtime_s, _ramp_age(times, arrivals)))
+        forecast = arriving + rising * ahead
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
         lead = None
@@ -602,6 +609,21 @@ def _seen_in_part(arrivals: tuple[float, ...], band: float) -> str:
             and not _jumped(arrivals[:-1]) and not _ramping(arrivals)):
         return "rose past the scale-up band to"
     return ""
+
+
+def _ramp_age(times: tuple[float, ...], arrivals: tuple[float, ...]) -> float:
+    """Seconds the input has been rising: since the last tick that read within a tenth of its rise
+    above the lowest input of the trend window (inf when a reading is unknown). A ramp is as
+    likely to stop within as long again as to go on, so it is projected no further than this:
+    run 63's 60 s demo ramp (100 -> 1,200/s, a daemon started 30 s before it) was projected
+    121 s past its end at its slope, forecast 2,777/s for the 1,200/s it levelled at, and went
+    8 -> 16, back to 8 fifty seconds later."""
+    if not all(math.isfinite(a) for a in arrivals):
+        return math.inf
+    low = min(arrivals)
+    near = low + 0.1 * (arrivals[-1] - low)
+    last = max(k for k, a in enumerate(arrivals) if a <= near)
+    return times[-1] - times[last]
 
 
 def _ramping(rates: tuple[float, ...]) -> bool:

@@ -508,7 +508,8 @@ def test_watermarks_that_cannot_tell_leave_the_rate_window_in_charge(change):
 def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
     """100 -> 1,200/s at 5 s ticks over a 10 s rate window (the demo's clocks): the window reads
     650/s, then 1,200/s. The short and long slopes still rise for eight ticks; with them alone the
-    forecast was 1,200 + 20/s/s x 122 s. A ramp at the same average slope keeps its trend."""
+    forecast was 1,200 + 20/s/s x 122 s. A ramp at the same average slope keeps its trend, over
+    as long as it has lasted (`_ramp_age`: the ramp starts with the daemon here)."""
     policy = load_policy("autosizer")
 
     def forecasts(rate) -> list[float]:
@@ -522,7 +523,7 @@ def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
     step = forecasts(lambda k: 100.0 if k < 8 else 650.0 if k == 8 else 1200.0)
     assert step[10:] == pytest.approx([1200.0] * 6)
     ramp = forecasts(lambda k: 100.0 + 110.0 * k)
-    assert all(f > 100.0 + 110.0 * k + 1000 for k, f in enumerate(ramp) if k >= 8), ramp
+    assert all(f > 100.0 + 110.0 * k + 0.9 * 22.0 * 5.0 * (k - 1) for k, f in enumerate(ramp) if k >= 8), ramp
 
 
 def test_a_30s_rate_window_taking_in_a_step_is_not_projected_as_a_ramp():
@@ -616,7 +617,7 @@ def test_a_burst_is_not_projected_as_a_ramp_but_a_ramp_is():
     assert forecast([7_900.0, 16_000.0]) == pytest.approx(16_000)
     assert forecast([7_900.0]) > 7_900
     assert forecast([4_700.0]) == pytest.approx(4_700)
-    assert forecast([7_000.0, 10_000.0, 13_000.0, 16_000.0]) > 17_000
+    assert forecast([7_000.0, 10_000.0, 13_000.0, 16_000.0]) > 16_500  # over the minute it lasted
 
 
 def test_a_jump_after_a_noisy_tick_that_read_more_is_still_projected():
@@ -818,3 +819,20 @@ def test_a_ramp_past_the_band_is_sized_at_once():
     ramp = [(400.0 + 40.0 * k, 400.0 + 40.0 * k) for k in range(7)]
     decision = jump(ramp, factor=1)[-1]
     assert decision.factor > 1 and not decision.details.get("waited")
+
+
+def test_a_ramp_is_projected_no_further_than_it_has_lasted():
+    """Run 63, `examples/demo.py --shape ramp` on a daemon started 30 s before the ramp: 100 ->
+    1,200/s over 60 s at 5 s ticks. At its end the ramp's slope was projected over the restart
+    and the 120 s horizon, 2,777/s for the 1,200/s it levelled at: 8 -> 16 at 35% of 8's
+    capacity, and back to 8 fifty seconds later. Projected over the minute it had lasted, the
+    forecast stays inside the band; a ramp that goes on is projected further as it goes on."""
+    level = [(100.0, 100.0)] * 6
+    ramp = [(100.0 + 1100.0 * k / 12, 100.0 + 1100.0 * k / 12) for k in range(1, 13)]
+    decisions = jump([*level, *ramp, *[(1200.0, 1200.0)] * 4], factor=8, task_rate=98.6, partitions=4, tick=5.0)
+    assert max(d.factor for d in decisions) == 8  # no scale-up (the level before it fits less)
+    end = decisions[len(level) + len(ramp) - 1]
+    assert 1200 < end.details["forecast"] < 1200 + 1100 / 60 * 62  # the slope over the minute, and the restart
+    longer = jump([*level, *[(100.0 + 1100.0 * k / 12, 100.0 + 1100.0 * k / 12) for k in range(1, 25)]],
+                  factor=8, task_rate=98.6, partitions=4, tick=5.0)
+    assert longer[-1].details["forecast"] > 2300 + 1100 / 60 * 62  # two minutes on: further than a minute
