@@ -138,6 +138,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
     parser.add_argument("--high", type=float, help="the step's rate in orders/s (default the demo's 1,200); "
                         "255 is about 83%% of factor 1's measured capacity, inside the scale-up band")
+    parser.add_argument("--keys", type=int, default=demo.KEYS,
+                        help=f"customers, the orders' keys (default the demo's {demo.KEYS}); with few, "
+                             "the busiest key lane caps what a larger factor adds")
     parser.add_argument("--shape", choices=demo.SHAPES, default="step",
                         help="the high phase's load, as `examples/demo.py --shape`: a step (default), a "
                              "ramp up to it over its first half, or 10 s bursts to it every 30 s")
@@ -150,8 +153,10 @@ def main() -> None:
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
+    if args.keys < 1:
+        parser.error(f"--keys must be at least 1, not {args.keys}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
-             shape=args.shape)
+             shape=args.shape, keys=args.keys)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ name = "restart-in-driver"
 # Only the daemon's clocks are shortened (tick, window, cooldowns, metric age) so that a demo fits
 # in minutes; the policy and the actuator run on their shipped defaults, as a deployed job would.
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
+KEYS = 200  # customers: the orders' keys, each one's orders kept in order
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
 
 
@@ -113,9 +114,10 @@ def cpu_step(cpu_ms: float) -> float:
 
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
-        cpu_ms: float = 0.0, high: float | None = None, shape: str = "step") -> bool:
+        cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
-    hook); `high` replaces the step's rate. True when the job kept up with the step."""
+    hook); `high` replaces the step's rate, `keys` the number of customers. True when the job
+    kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -138,7 +140,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                            "ENRICH_LOOKUP_MS": "0" if cpu_ms else "10", "ENRICH_CPU_MS": str(cpu_ms)},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )
-        load = StepLoad(broker, "orders", PARTITIONS, rate=LOW, json_values=True)
+        load = StepLoad(broker, "orders", PARTITIONS, rate=LOW, keys=keys, json_values=True)
         daemon = Daemon(load_config(config_path))
         runner = threading.Thread(target=daemon.run, name="daemon", daemon=True)
         probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")

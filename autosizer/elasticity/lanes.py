@@ -22,6 +22,12 @@ import numpy as np
 
 from autosizer.elasticity.factor import FACTORS, MAX_FACTOR, validate_factor
 
+# Records a partition's batch must have read for its busiest-thread counts to update the hot
+# shares: a backlog's last batch can read 3 records, all of one key, and that reads as one lane
+# holding all of the input, which halves the exported capacity for the next batches. Until one
+# has, the partition's shares are unknown and read as even (the simulator shows them so too).
+MIN_SHARE_READ = 200
+
 # Lanes per virtual task: enough that a few dozen keys per partition spread over the threads,
 # few enough that a deadline-cut task's checkpoint carries at most this many marks.
 LANES_PER_TASK = 16

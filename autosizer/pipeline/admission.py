@@ -29,15 +29,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from autosizer.elasticity import FACTORS, Layout
+from autosizer.elasticity.lanes import MIN_SHARE_READ
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
 
 SMOOTHING = 0.5  # weight of the newest batch in a task's saturated rate and input share
 MIN_SAMPLE_NS = 20_000_000  # 20 ms of work: shorter samples are timer noise
-# Records a partition's batch must have read for its busiest-thread counts to update the hot
-# shares: a backlog's last batch can read 3 records, all of one key, and that reads as one lane
-# holding all of the input, which halves the exported capacity for the next batches.
-MIN_SHARE_READ = 200
 
 
 @dataclass(frozen=True)

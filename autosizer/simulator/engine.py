@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from autosizer.elasticity.lanes import MIN_SHARE_READ
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats, Watermarks
 from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
 from autosizer.policies.history import InputHistory
@@ -281,7 +282,12 @@ class _Model:
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
-        self.hot_table = filled_hot_shares(job.hot_share_table(), job.partitions)
+        # a partition's hot shares as the pipeline exports them: unknown (even) until one of its
+        # batches read MIN_SHARE_READ records; known from the start where the input before the
+        # run (the job runs before second 0) filled batches that large, or with no batches at all
+        before = job.weights * (float(rate[0]) if len(rate) else 0.0) * job.batch_seconds
+        self.shares_known = (before >= MIN_SHARE_READ) | (not job.batch_seconds)
+        self.hot_table = self._shown_shares()
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
@@ -387,10 +393,31 @@ class _Model:
             marks_age=marks[1],
         )
 
+    def _shown_shares(self) -> np.ndarray:
+        table = np.where(self.shares_known[:, None], self.job.hot_share_table(), np.nan)
+        return filled_hot_shares(table, self.job.partitions)
+
+    def _learn_shares(self, input_rate: np.ndarray, backlog: np.ndarray) -> None:
+        """Mark the partitions whose batches now read enough records for their hot shares to be
+        measured: a batch's worth of their input, or a backlog, that large. The next tick shows
+        them (the batch commits, then its metrics are scraped: about 5 s on the demo's 3 s
+        batches and 1 s scrape; a tick on the simulator's). With few keys the shares decide the capacity, and a real job at a trickle
+        has none: run 66 (16 keys, 100/s over 4 partitions, 75 records a batch) read even shares
+        until the step, waited on its first tick for a rise an even share would still need more
+        for, and sized 4 a tick later, where a simulator that knew the shares from the start sized
+        at once."""
+        read = np.maximum(input_rate * self.job.batch_seconds, backlog)
+        newly = ~self.shares_known & (read >= MIN_SHARE_READ)
+        if newly.any():
+            self.shares_known |= newly
+            self.hot_table = self._shown_shares()
+
     def observe(self, block: _Block, k: int, factor: int, time: float, since: float) -> Observation:
         names, partition, _, _ = self._task_shape(factor)
         p, p_totals = block.partition_columns, block.partition_totals[k]
         t, t_totals = block.task_columns, block.task_totals[k]
+        shares = self.hot_table  # what batches before this tick measured: this tick's show next
+        self._learn_shares(p[2][k], p[0][k])
         return Observation(
             time, factor,
             PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
@@ -398,9 +425,9 @@ class _Model:
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
-            saturated_rate=self.job.task_rate(factor), hot_shares=self.hot_table, duty=self.job.duty(factor),
+            saturated_rate=self.job.task_rate(factor), hot_shares=shares, duty=self.job.duty(factor),
             cpu_ceiling=self.ceiling, history=self.history,
-            cache={"shares": self.hot_table},  # filled: not again each tick
+            cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
             watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time - block.marks_age[k])))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from autosizer.controller.cli import main
+from autosizer.elasticity import FACTORS
 from autosizer.policies import Decision, Guards
 from autosizer.simulator import workloads
 from autosizer.simulator.engine import Rescale, Run, simulate
@@ -449,3 +450,28 @@ def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
     assert step.delayed(0).changes == step.changes
     with pytest.raises(ValueError, match="delay must be 0 to 59 s"):
         step.delayed(60)
+
+
+def test_hot_shares_read_even_until_a_batch_reads_enough_records_to_measure_them():
+    """As the pipeline (`MIN_SHARE_READ`): a partition's busiest-thread counts are believed once
+    one of its batches read 200 records. At a trickle before a step (25/s a partition over 3 s
+    batches, 75 a batch) the real demo with 16 keys read even shares and waited a tick on the
+    step (run 66); the simulator showed the measured ones from the start and sized a tick early.
+    A job busy enough before the run shows them from the first tick."""
+    seen: list[tuple[float, float]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, float(observation.hot_share(8).max())))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0,
+                   skew=KeySkew(hot_key_share=0.5, hot_partition=0))
+    simulate(workloads.step(before=100, after=1200, at=30, seconds=60, noise=0), job, Watch(1), tick_s=5)
+    measured = float(job.hot_share_table()[0, FACTORS.index(8)])
+    assert measured > 0.4
+    assert [share for time, share in seen if time <= 30] == pytest.approx([1 / 8] * 7)  # even
+    assert [share for time, share in seen if time >= 40] == pytest.approx([measured] * 5)
+    seen.clear()
+    simulate(workloads.constant(1200, seconds=30, noise=0), job, Watch(1), tick_s=5)
+    assert [share for _, share in seen] == pytest.approx([measured] * len(seen))
