@@ -141,6 +141,9 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=demo.KEYS,
                         help=f"customers, the orders' keys (default the demo's {demo.KEYS}); with few, "
                              "the busiest key lane caps what a larger factor adds")
+    parser.add_argument("--clocks", choices=tuple(demo.CLOCKS), default="demo",
+                        help="the daemon's clocks: the demo's shortened ones (default: 5 s tick, 10 s "
+                             "window, 20 s cooldown) or the shipped ones (15 s, 30 s, 300 s)")
     parser.add_argument("--shape", choices=demo.SHAPES, default="step",
                         help="the high phase's load, as `examples/demo.py --shape`: a step (default), a "
                              "ramp up to it over its first half, or 10 s bursts to it every 30 s")
@@ -156,7 +159,7 @@ def main() -> None:
     if args.keys < 1:
         parser.error(f"--keys must be at least 1, not {args.keys}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
-             shape=args.shape, keys=args.keys)
+             shape=args.shape, keys=args.keys, clocks=args.clocks)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,12 @@ name = "restart-in-driver"
 """
 # Only the daemon's clocks are shortened (tick, window, cooldowns, metric age) so that a demo fits
 # in minutes; the policy and the actuator run on their shipped defaults, as a deployed job would.
+# `clocks="shipped"` keeps the shipped clocks too (a 15 s tick over a 30 s window, a 300 s
+# cooldown): the loop at the settings a user runs.
+SHORTENED = ("interval_s", "lease_ttl_s", "window", "max_factor", "cooldown_s", "scale_down_delay_s",
+             "max_age_s")
+CLOCKS = {"demo": CONFIG,
+          "shipped": "\n".join(line for line in CONFIG.splitlines() if not line.startswith(SHORTENED))}
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
 KEYS = 200  # customers: the orders' keys, each one's orders kept in order
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
@@ -114,10 +120,11 @@ def cpu_step(cpu_ms: float) -> float:
 
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
-        cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS) -> bool:
+        cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
+        clocks: str = "demo") -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
-    hook); `high` replaces the step's rate, `keys` the number of customers. True when the job
-    kept up with the step."""
+    hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
+    daemon's (`CLOCKS`). True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -129,7 +136,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         store = MetadataStore(redis_server.url, job)
         store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=1))
         config_path = workdir / "autosizer.toml"
-        config_path.write_text(CONFIG.format(job=job, redis=redis_server.url, prometheus=prometheus.url,
+        config_path.write_text(CLOCKS[clocks].format(job=job, redis=redis_server.url, prometheus=prometheus.url,
                                              listen=free_port()))
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
