@@ -7,7 +7,8 @@ daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orde
 then reads the run back from Prometheus: `autosizer fit`'s model of the job and the load it saw.
 The simulator replays that load through the same policy and guards, at the daemon's tick, from
 the same start factor. Printed side by side: the lag integral (seconds of lag, summed over the
-run) and the peak lag, real and simulated, and their ratios (goal: both within 20%).
+run) and the peak lag, real and simulated, and their ratios (goal: both within 20%, and the same
+factor path: run 63 met the ratios with a reversal the replay did not make).
 `--high 255` steps to about 83% of factor 1's measured capacity instead, inside the policy's
 scale-up band (a step's first tick still projects past it: run 44 went 1 -> 2, BENCHMARKS.md).
 With the daemon's rescale decisions saved beside the series, each rescale's timing is printed
@@ -98,7 +99,9 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
               f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s)\n  {r.reason}")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
-    print(f"goal (both ratios within 20%): {'met' if goal else 'missed'}")
+    same = factor_path(fitted.factor[:seconds]) == factor_path(run.factor[:seconds])
+    print(f"goal (both ratios within 20%, the same factor path): "
+          f"{'met' if goal and same else 'missed'}{'' if same else ' (the paths differ)'}")
     capacity_check(fitted)
 
 
