@@ -1,6 +1,7 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
-Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255] [--shape ramp]
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
+     [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -17,7 +18,10 @@ and policy; the query time is printed too), when it ended (the new generation's 
 and when the simulated backlog first fell after its own rescale (its first commit), each with its
 reason. `--shape ramp` or `bursts` runs the demo's other loads (`examples/demo.py --shape`); the
 lag ratios alone would miss a rescale one side made and the other did not, so the two factor
-paths are printed too. `--save` keeps every tick's decision with the policy's details.
+paths are printed too. `--keys 16` gives 4 customers a partition (the busiest key lane then
+caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
+30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's
+decision with the policy's details.
 """
 
 from __future__ import annotations

@@ -136,8 +136,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         store = MetadataStore(redis_server.url, job)
         store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=1))
         config_path = workdir / "autosizer.toml"
-        config_path.write_text(CLOCKS[clocks].format(job=job, redis=redis_server.url, prometheus=prometheus.url,
-                                             listen=free_port()))
+        config_path.write_text(CLOCKS[clocks].format(job=job, redis=redis_server.url,
+                                                     prometheus=prometheus.url, listen=free_port()))
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,

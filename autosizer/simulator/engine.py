@@ -394,18 +394,20 @@ class _Model:
         )
 
     def _shown_shares(self) -> np.ndarray:
+        """The job's hot shares where the pipeline has measured them, even elsewhere."""
         table = np.where(self.shares_known[:, None], self.job.hot_share_table(), np.nan)
         return filled_hot_shares(table, self.job.partitions)
 
     def _learn_shares(self, input_rate: np.ndarray, backlog: np.ndarray) -> None:
         """Mark the partitions whose batches now read enough records for their hot shares to be
         measured: a batch's worth of their input, or a backlog, that large. The next tick shows
-        them (the batch commits, then its metrics are scraped: about 5 s on the demo's 3 s
-        batches and 1 s scrape; a tick on the simulator's). With few keys the shares decide the capacity, and a real job at a trickle
-        has none: run 66 (16 keys, 100/s over 4 partitions, 75 records a batch) read even shares
-        until the step, waited on its first tick for a rise an even share would still need more
-        for, and sized 4 a tick later, where a simulator that knew the shares from the start sized
-        at once."""
+        them (the batch commits 3-6 s after the input grew, then its metrics are scraped). With
+        few keys the shares decide the capacity, and a real job at a trickle has none: run 66 (16
+        keys, 100/s over 4 partitions, 75 records a batch) read even shares until the step, waited
+        on its first tick for a rise an even share would still need more for, and sized 4 a tick
+        later, where a simulator that knew the shares from the start sized at once. Run 70, the
+        same again, saw them a tick sooner: where the step lands in the batch cycle decides, and
+        this takes the later tick."""
         read = np.maximum(input_rate * self.job.batch_seconds, backlog)
         newly = ~self.shares_known & (read >= MIN_SHARE_READ)
         if newly.any():
