@@ -89,8 +89,9 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
             ("  integral, after it", real[step_end:].sum(), sim[step_end:].sum())]
     for name, r, s in rows:
         print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
-    print(f"factor path, real:      {factor_path(fitted.factor[:seconds])}")
-    print(f"factor path, simulated: {factor_path(run.factor[:seconds])} "
+    real_path, sim_path = factor_path(fitted.factor[:seconds]), factor_path(run.factor[:seconds])
+    print(f"factor path, real:      {real_path}")
+    print(f"factor path, simulated: {sim_path} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
     for r in rescales or ():  # saved runs before session 18 have none
         # when the tick began, when its actuation (drain, migrate, start, first commit) began after
@@ -103,7 +104,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
               f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s)\n  {r.reason}")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
-    same = factor_path(fitted.factor[:seconds]) == factor_path(run.factor[:seconds])
+    same = real_path == sim_path
     print(f"goal (both ratios within 20%, the same factor path): "
           f"{'met' if goal and same else 'missed'}{'' if same else ' (the paths differ)'}")
     capacity_check(fitted)
