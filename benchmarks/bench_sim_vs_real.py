@@ -74,7 +74,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
           f"{job.restart_downtime_s:.2f} s, metrics {job.metrics_age_s:.2f} s old, start factor "
-          f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}")
+          f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
+          f"{job.process_cv:.2f}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
     run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
                    window_s=int(config.prometheus.window_s))

@@ -283,10 +283,12 @@ class _Model:
         self.weights = job.weights
         self.hot = job.hot_shares
         # a partition's hot shares as the pipeline exports them: unknown (even) until one of its
-        # batches read MIN_SHARE_READ records; known from the start where the input before the
-        # run (the job runs before second 0) filled batches that large, or with no batches at all
+        # batches read MIN_SHARE_READ records; known from the start where a fitted run says so,
+        # else where the input before the run (the job runs before second 0) filled batches that
+        # large, or with no batches at all
         before = job.weights * (float(rate[0]) if len(rate) else 0.0) * job.batch_seconds
-        self.shares_known = (before >= MIN_SHARE_READ) | (not job.batch_seconds)
+        known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before >= MIN_SHARE_READ
+        self.shares_known = known | (not job.batch_seconds)
         self.hot_table = self._shown_shares()
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
@@ -405,9 +407,10 @@ class _Model:
         few keys the shares decide the capacity, and a real job at a trickle has none: run 66 (16
         keys, 100/s over 4 partitions, 75 records a batch) read even shares until the step, waited
         on its first tick for a rise an even share would still need more for, and sized 4 a tick
-        later, where a simulator that knew the shares from the start sized at once. Run 70, the
-        same again, saw them a tick sooner: where the step lands in the batch cycle decides, and
-        this takes the later tick."""
+        later, where a simulator that knew the shares from the start sized at once. Runs 70, 72
+        and 73, the same job, sized on the first tick: in 72 and 73 the shares were measured
+        before the step (the first batches read the backlog built while Spark started), which a
+        fitted run records (`JobModel.hot_shares_known_at_start`) rather than this rule guess."""
         read = np.maximum(input_rate * self.job.batch_seconds, backlog)
         newly = ~self.shares_known & (read >= MIN_SHARE_READ)
         if newly.any():

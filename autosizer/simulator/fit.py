@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from autosizer.controller.queries import hot_share_table, partition_of
+from autosizer.pipeline.admission import SMOOTHING
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -35,6 +36,8 @@ FIT_QUERIES: dict[str, str] = {
     # when the pipeline's probe read each watermark: Prometheus stamps it up to a scrape later
     "high_watermark_time": "max by (topic, partition) (autosizer_pipeline_high_watermark_time_seconds{$selector})",
     "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
+    # every task's own: how far they spread while the job was behind is the service time's noise
+    "task_saturated_rate": "max by (task) (autosizer_pipeline_task_saturated_rate{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
@@ -89,6 +92,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
                              for labels, points in series.get("hot_share", ())), index)
     if table is not None and np.isfinite(table).all():
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
+        settings["hot_shares_known_at_start"] = _shares_known_at_start(series, index)
     settings.update(_overhead(series, len(partitions)))
     latency = _median(series.get("commit_latency", ()))
     if latency is not None:
@@ -96,6 +100,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline
+        settings.update(_process_cv(series, deadline))
     restarts = _changes(series.get("restart", ()))
     if restarts:
         settings["restart_downtime_s"] = statistics.median(restarts)
@@ -115,6 +120,43 @@ def _cpu(series: Mapping[str, Series], process_seconds: float) -> dict[str, floa
     if not cpu or not cores or cpu <= 0 or cores < 1:
         return {}
     return {"cpu_fraction": min(1.0, cpu / process_seconds), "cores": int(cores)}
+
+
+def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int]) -> tuple[bool, ...]:
+    """Per partition: did the run's first sample already show its hot shares? The pipeline exports
+    them once a batch read enough of the partition to measure them, and when that was depends on
+    the backlog its first batches found (runs 72 and 73 had them from the start at 25/s a
+    partition, which fills no batch; run 66 did not), so the model is told, not left to guess."""
+    first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
+    known = [False] * len(index)
+    for labels, points in series.get("hot_share", ()):
+        i = index.get(partition_of(labels))
+        seen = [t for t, v in points if math.isfinite(v) and 0 < v <= 1]
+        if i is not None and seen and seen[0] <= first:
+            known[i] = True
+    return tuple(known)
+
+
+def _process_cv(series: Mapping[str, Series], deadline: float) -> dict[str, float]:
+    """The service time's coefficient of variation, from how far the tasks' saturated rates spread
+    while the job was behind (lag of two deadlines or more: every batch then works its whole
+    deadline, about rate x deadline records a task). A rate over n records spreads by CV/sqrt(n),
+    and the gauge, smoothed with weight SMOOTHING, by sqrt(SMOOTHING / (2 - SMOOTHING)) of that.
+    Tasks that differ for good (a slower core) count as noise too: straggling either way. The
+    median over the samples of at least three tasks; none while the job was never behind."""
+    behind = {t for t, v in _points(series.get("lag_seconds", ())) if v >= 2 * deadline}
+    rates: dict[float, list[float]] = {}
+    for _, points in series.get("task_saturated_rate", ()):
+        for t, v in points:
+            if t in behind and math.isfinite(v) and v > 0:
+                rates.setdefault(t, []).append(v)
+    estimates = []
+    for values in rates.values():
+        if len(values) >= 3:
+            mean = statistics.fmean(values)
+            spread = statistics.stdev(values) / mean
+            estimates.append(spread * math.sqrt(mean * deadline * (2 - SMOOTHING) / SMOOTHING))
+    return {"process_cv": float(statistics.median(estimates))} if estimates else {}
 
 
 def _metrics_age(read: Series) -> float | None:

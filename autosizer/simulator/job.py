@@ -70,6 +70,9 @@ class JobModel:
     # input, and per partition and factor in FACTORS the busiest bucket's share of it.
     partition_weights: tuple[float, ...] = ()
     hot_share_table_measured: tuple[tuple[float, ...], ...] = ()
+    # Per partition: whether the pipeline had measured its hot shares when the run began (a
+    # batch had read MIN_SHARE_READ of its records). Empty: judged from the first second's input.
+    hot_shares_known_at_start: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         checks = {
@@ -104,6 +107,10 @@ class JobModel:
                 for row in table)):
             raise ValueError(f"job setting hot_share_table_measured needs {self.partitions} rows of "
                              f"{len(FACTORS)} shares in (0, 1], one per factor 1..1024")
+        known = self.hot_shares_known_at_start
+        if known and (len(known) != self.partitions or not all(isinstance(k, bool) for k in known)):
+            raise ValueError(f"job setting hot_shares_known_at_start needs {self.partitions} booleans "
+                             f"(true or false, one a partition), not {known!r}")
 
     @cached_property
     def _keys(self) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ def load_trace(name_or_path: str) -> Trace:
     except (tomllib.TOMLDecodeError, KeyError) as exc:
         raise ValueError(f"{path}: {exc}; a trace needs a [workload] table with a kind") from None
     skew = KeySkew(**job.pop("skew", {}))
-    for name in ("partition_weights", "hot_share_table_measured"):  # TOML arrays are lists
+    for name in ("partition_weights", "hot_share_table_measured", "hot_shares_known_at_start"):  # TOML arrays are lists
         if isinstance(job.get(name), list):
             job[name] = tuple(tuple(v) if isinstance(v, list) else v for v in job[name])
     if spec.get("kind") == "csv" and "path" in spec and not Path(str(spec["path"])).is_absolute():

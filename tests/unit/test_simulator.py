@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -475,3 +476,18 @@ def test_hot_shares_read_even_until_a_batch_reads_enough_records_to_measure_them
     seen.clear()
     simulate(workloads.constant(1200, seconds=30, noise=0), job, Watch(1), tick_s=5)
     assert [share for _, share in seen] == pytest.approx([measured] * len(seen))
+    # a fitted run says which partitions' shares the pipeline had measured when it began: runs
+    # 72 and 73 had all four from the start at the same trickle (their first batches read the
+    # backlog built while Spark started), and sized on the step's first tick
+    for known, before in ((True, measured), (False, 1 / 8)):
+        seen.clear()
+        told = dataclasses.replace(job, hot_shares_known_at_start=(known,) * 4)
+        simulate(workloads.step(before=100, after=1200, at=30, seconds=60, noise=0), told, Watch(1), tick_s=5)
+        assert [share for time, share in seen if time <= 30] == pytest.approx([before] * 7)
+
+
+def test_which_partitions_shares_were_known_at_the_start_is_one_boolean_a_partition():
+    with pytest.raises(ValueError, match="hot_shares_known_at_start needs 4 booleans"):
+        JobModel(partitions=4, hot_shares_known_at_start=(True, False))
+    with pytest.raises(ValueError, match="hot_shares_known_at_start needs 2 booleans"):
+        JobModel(partitions=2, hot_shares_known_at_start=(1, 0))
