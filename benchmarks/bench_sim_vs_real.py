@@ -43,7 +43,7 @@ from autosizer.policies import (  # noqa: E402
     load_policy,  # noqa: E402
 )
 from autosizer.simulator.engine import simulate  # noqa: E402
-from autosizer.simulator.fit import fetch, fitted_run  # noqa: E402
+from autosizer.simulator.fit import BEHIND_DEADLINES, fetch, fitted_run  # noqa: E402
 from examples import demo  # noqa: E402
 from examples.loadgen import factor_path  # noqa: E402
 
@@ -118,11 +118,14 @@ def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
     return int(after + falls[0] + 1) if falls.size else None
 
 
-def capacity_check(fitted, behind_s: float = 10.0, settle_s: int = 15) -> None:
+def capacity_check(fitted, settle_s: int = 15) -> None:
     """The capacity model (the policy's `Observation.capacity`, on the fitted job) against the
     throughput the real job delivered while it was behind, per factor it ran at (each factor's
-    first `settle_s` left out: the rate window still holds the previous layout)."""
+    first `settle_s` left out: the rate window still holds the previous layout). Behind is what
+    `fit` reads the service time's noise over: the worst lag at two batch deadlines or more, so
+    every task worked whole batches (a fixed 10 s left runs 72-74 with no row at all)."""
     job, factor = fitted.job, fitted.factor
+    behind_s = BEHIND_DEADLINES * job.batch_seconds
     rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(job.weights)}  # input mix = weights
     print(f"\n{'factor':>6} {'seconds behind':>15} {'measured/s':>11} {'model/s':>8} {'model / measured':>17}")
     starts = [0, *(np.flatnonzero(np.diff(factor)) + 1), factor.size]

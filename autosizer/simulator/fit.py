@@ -55,6 +55,12 @@ FIT_QUERIES: dict[str, str] = {
 }
 
 
+# The job was behind where its worst lag was this many batch deadlines or more: every task then
+# worked whole batches, so its rate is a saturated one (the service time's noise and the
+# capacity check in bench_sim_vs_real are read there)
+BEHIND_DEADLINES = 2
+
+
 @dataclass(frozen=True, eq=False)
 class Fitted:
     """A run read back: the job model, the load it saw, and its lag, factor and processed rate
@@ -144,7 +150,7 @@ def _process_cv(series: Mapping[str, Series], deadline: float) -> dict[str, floa
     and the gauge, smoothed with weight SMOOTHING, by sqrt(SMOOTHING / (2 - SMOOTHING)) of that.
     Tasks that differ for good (a slower core) count as noise too: straggling either way. The
     median over the samples of at least three tasks; none while the job was never behind."""
-    behind = {t for t, v in _points(series.get("lag_seconds", ())) if v >= 2 * deadline}
+    behind = {t for t, v in _points(series.get("lag_seconds", ())) if v >= BEHIND_DEADLINES * deadline}
     rates: dict[float, list[float]] = {}
     for _, points in series.get("task_saturated_rate", ()):
         for t, v in points:
