@@ -43,7 +43,7 @@ from autosizer.policies import (  # noqa: E402
     load_policy,  # noqa: E402
 )
 from autosizer.simulator.engine import simulate  # noqa: E402
-from autosizer.simulator.fit import BEHIND_DEADLINES, fetch, fitted_run  # noqa: E402
+from autosizer.simulator.fit import fetch, fitted_run  # noqa: E402
 from examples import demo  # noqa: E402
 from examples.loadgen import factor_path  # noqa: E402
 
@@ -118,21 +118,24 @@ def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
     return int(after + falls[0] + 1) if falls.size else None
 
 
-def capacity_check(fitted, settle_s: int = 15) -> None:
+def capacity_check(fitted, window_s: int = 15) -> None:
     """The capacity model (the policy's `Observation.capacity`, on the fitted job) against the
-    throughput the real job delivered while it was behind, per factor it ran at (each factor's
-    first `settle_s` left out: the rate window still holds the previous layout). Behind is what
-    `fit` reads the service time's noise over: the worst lag at two batch deadlines or more, so
-    every task worked whole batches (a fixed 10 s left runs 72-74 with no row at all)."""
-    job, factor = fitted.job, fitted.factor
-    behind_s = BEHIND_DEADLINES * job.batch_seconds
+    throughput the real job delivered while it was behind, per factor it ran at. The processed
+    rate is taken over `window_s`, so a second counts when the job was behind at both ends of
+    its window, at the same factor: behind is a worst lag of two batch deadlines or more (every
+    task worked whole batches). A fixed 10 s left runs 72-74 with no row; a second behind
+    without the window's start read run 76's step, half of it before the step, as 1.37."""
+    job, factor, lag = fitted.job, fitted.factor, fitted.lag_seconds
+    behind = lag >= 2 * job.batch_seconds
+    counted = np.zeros(lag.size, dtype=bool)
+    counted[window_s:] = behind[window_s:] & behind[:-window_s]
     rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(job.weights)}  # input mix = weights
     print(f"\n{'factor':>6} {'seconds behind':>15} {'measured/s':>11} {'model/s':>8} {'model / measured':>17}")
     starts = [0, *(np.flatnonzero(np.diff(factor)) + 1), factor.size]
     for a, b in zip(starts, starts[1:], strict=False):
         f = int(factor[a])
-        behind = fitted.processed[a + settle_s:b][fitted.lag_seconds[a + settle_s:b] >= behind_s]
-        if behind.size < 5:
+        behind = fitted.processed[a + window_s:b][counted[a + window_s:b]]
+        if behind.size < 3:
             continue
         obs = Observation(0.0, f, PartitionStats.from_rows(rows), saturated_rate=1 / job.process_seconds,
                           hot_shares=job.hot_share_table(), duty=job.duty(f))

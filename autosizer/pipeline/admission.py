@@ -35,6 +35,9 @@ from autosizer.pipeline.slots import TaskProgress
 
 SMOOTHING = 0.5  # weight of the newest batch in a task's saturated rate and input share
 MIN_SAMPLE_NS = 20_000_000  # 20 ms of work: shorter samples are timer noise
+# A batch's rate strays from the smoothed one by its own noise plus the smoothed rate's, which
+# holds SMOOTHING / (2 - SMOOTHING) of a batch's variance: the squared strays over-read by this
+NOISE_OF_SMOOTHED = 1 + SMOOTHING / (2 - SMOOTHING)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class Admission:
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
         self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
         self.cpu_per_record: float | None = None  # CPU seconds the slots' threads spent a record
+        # the squared coefficient of variation of a record's service time (`service_cv`)
+        self._service_variance: float | None = None
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
 
     # --- measuring -----------------------------------------------------------------------------
@@ -98,13 +103,28 @@ class Admission:
         cpu, done = sum(p.cpu_ns for p in progress_list), sum(records.values())
         if cpu and done:
             self.cpu_per_record = _smooth(self.cpu_per_record, cpu / 1e9 / done)
-        measured = False
+        measured, noise = False, []
         for task, ns in busy.items():
             if ns >= MIN_SAMPLE_NS and records[task]:
-                self.rates[task] = _smooth(self.rates.get(task), records[task] / (ns / 1e9))
+                rate, old = records[task] / (ns / 1e9), self.rates.get(task)
+                if old:
+                    noise.append((rate / old - 1) ** 2 * records[task])
+                self.rates[task] = _smooth(old, rate)
                 measured = True
+        if noise:
+            self._service_variance = _smooth(self._service_variance, statistics.fmean(noise) / NOISE_OF_SMOOTHED)
         if not measured and any(records.values()) and self.typical_rate() is None:
             self._assumed *= 2  # too quick to measure: the function is faster than assumed
+
+    @property
+    def service_cv(self) -> float | None:
+        """How much a record's service time varies (its coefficient of variation), from how far
+        each task's rate in a batch strays from its smoothed rate: over n records the rate
+        strays by CV / sqrt(n), the smoothed one by a third as much again in variance. Measured
+        at any load, for `autosizer fit`: near saturation a batch waits on its slowest task, so
+        the simulator's queues need this noise (the demo's 10 ms sleep is steady; a remote call
+        is not)."""
+        return None if self._service_variance is None else math.sqrt(self._service_variance)
 
     def observe_cycle(self, cycle_s: float, slot_s: float) -> None:
         """A saturated batch took `cycle_s` from the previous commit to its own, of which its

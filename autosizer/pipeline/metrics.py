@@ -50,6 +50,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
   autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
                                                            beyond its slowest slot's work
+  autosizer_pipeline_service_cv                            a record's service time's coefficient of
+                                                           variation: how far a task's rate in a
+                                                           batch strays from its smoothed rate
   autosizer_pipeline_capacity                              records/s the job can take in key order,
                                                            fixed cost included, at most what the
                                                            cores do at the CPU a record costs
@@ -122,6 +125,7 @@ class PipelineMetrics(Collector):
         self.spans: dict[Partition, int] = {}
         self.overhead_s: float | None = None
         self.commit_latency_s: float | None = None
+        self.service_cv: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
         self.deadline_s: float | None = None
@@ -153,6 +157,7 @@ class PipelineMetrics(Collector):
                 self.capacity = admission.partition_capacity(self.layout)
                 self.overhead_s = admission.overhead_s
                 self.commit_latency_s = admission.commit_latency_s
+                self.service_cv = admission.service_cv
                 self.hot_shares = dict(admission.hot_shares)
                 self.deadline_s = admission.config.batch_seconds
                 self.job_capacity = job_capacity(admission, self.layout, self.cores)
@@ -367,6 +372,10 @@ class PipelineMetrics(Collector):
             yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
                                     "A batch's read boundary to its commit, beyond its slowest slot's work",
                                     value=self.commit_latency_s)
+        if self.service_cv is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_service_cv",
+                                    "A record's service time's coefficient of variation, from how a task's rate varies",
+                                    value=self.service_cv)
         if self.job_capacity is not None:
             yield GaugeMetricFamily("autosizer_pipeline_capacity",
                                     "Records/s the job can take in key order, batch cost included",

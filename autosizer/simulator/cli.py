@@ -172,4 +172,5 @@ def run_fit(args: argparse.Namespace) -> None:
     job = fitted.job
     sys.stdout.write(f"{path}: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
                      f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s, restart "
-                     f"{job.restart_downtime_s:.1f} s, {fitted.load.seconds} s of load\n")
+                     f"{job.restart_downtime_s:.1f} s, service-time CV {job.process_cv:.2f}, "
+                     f"{fitted.load.seconds} s of load\n")

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from autosizer.controller.queries import hot_share_table, partition_of
-from autosizer.pipeline.admission import SMOOTHING
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -36,8 +35,7 @@ FIT_QUERIES: dict[str, str] = {
     # when the pipeline's probe read each watermark: Prometheus stamps it up to a scrape later
     "high_watermark_time": "max by (topic, partition) (autosizer_pipeline_high_watermark_time_seconds{$selector})",
     "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
-    # every task's own: how far they spread while the job was behind is the service time's noise
-    "task_saturated_rate": "max by (task) (autosizer_pipeline_task_saturated_rate{$selector})",
+    "service_cv": "max(autosizer_pipeline_service_cv{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
@@ -53,12 +51,6 @@ FIT_QUERIES: dict[str, str] = {
                        " / (sum(rate(autosizer_pipeline_records_in_total{$selector}[15s])) > 0)"),
     "cores": "max(autosizer_pipeline_cores{$selector})",
 }
-
-
-# The job was behind where its worst lag was this many batch deadlines or more: every task then
-# worked whole batches, so its rate is a saturated one (the service time's noise and the
-# capacity check in bench_sim_vs_real are read there)
-BEHIND_DEADLINES = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +98,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline
-        settings.update(_process_cv(series, deadline))
+    cv = _median(series.get("service_cv", ()))
+    if cv is not None:
+        settings["process_cv"] = cv
     restarts = _changes(series.get("restart", ()))
     if restarts:
         settings["restart_downtime_s"] = statistics.median(restarts)
@@ -141,28 +135,6 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
         if i is not None and seen and seen[0] <= first:
             known[i] = True
     return tuple(known)
-
-
-def _process_cv(series: Mapping[str, Series], deadline: float) -> dict[str, float]:
-    """The service time's coefficient of variation, from how far the tasks' saturated rates spread
-    while the job was behind (lag of two deadlines or more: every batch then works its whole
-    deadline, about rate x deadline records a task). A rate over n records spreads by CV/sqrt(n),
-    and the gauge, smoothed with weight SMOOTHING, by sqrt(SMOOTHING / (2 - SMOOTHING)) of that.
-    Tasks that differ for good (a slower core) count as noise too: straggling either way. The
-    median over the samples of at least three tasks; none while the job was never behind."""
-    behind = {t for t, v in _points(series.get("lag_seconds", ())) if v >= BEHIND_DEADLINES * deadline}
-    rates: dict[float, list[float]] = {}
-    for _, points in series.get("task_saturated_rate", ()):
-        for t, v in points:
-            if t in behind and math.isfinite(v) and v > 0:
-                rates.setdefault(t, []).append(v)
-    estimates = []
-    for values in rates.values():
-        if len(values) >= 3:
-            mean = statistics.fmean(values)
-            spread = statistics.stdev(values) / mean
-            estimates.append(spread * math.sqrt(mean * deadline * (2 - SMOOTHING) / SMOOTHING))
-    return {"process_cv": float(statistics.median(estimates))} if estimates else {}
 
 
 def _metrics_age(read: Series) -> float | None:

@@ -159,3 +159,36 @@ def test_a_tiny_batch_does_not_move_the_busiest_thread_share():
     admission.observe(tail)
     assert admission.hot_shares[("orders", 0)][FACTORS.index(8)] == pytest.approx(1 / 8)
     assert admission.partition_capacity(layout)[("orders", 0)] == pytest.approx(before)
+
+
+def _noisy_batches(admission: Admission, cv: float, records: list[int], rng, tasks: int = 16) -> list[float]:
+    """Batches in which each task did n records (one n a batch, from `records`) whose service
+    times (mean 10 ms) have this CV, gamma distributed; the service CV after each batch."""
+    seen = []
+    for n in records:
+        admission.observe([TaskProgress(f"t{i}", "orders", 0, 0, records=n,
+                                        busy_ns=int(rng.gamma(1 / cv**2, cv**2 * 0.01, n).sum() * 1e9))
+                           for i in range(tasks)])
+        seen.append(admission.service_cv)
+    return seen
+
+
+@pytest.mark.parametrize("cv", [0.05, 0.3, 1.0])
+def test_the_service_times_noise_is_read_from_how_a_tasks_rate_strays_batch_to_batch(cv):
+    """Saturated (300 records a batch) or at a trickle (5-40, what a low load gives a task): the
+    median over batches reads the records' CV back within 15% either way."""
+    rng = np.random.default_rng(5)
+    for records in ([300] * 200, list(rng.integers(5, 40, 200))):
+        admission = Admission()
+        seen = _noisy_batches(admission, cv, records, rng)
+        assert seen[0] is None  # one batch: nothing to stray from yet
+        assert float(np.median(seen[1:])) == pytest.approx(cv, rel=0.15), records[:3]
+
+
+def test_the_service_noise_is_not_read_from_a_task_new_to_the_layout_or_too_quick_to_time():
+    admission = Admission()
+    _noisy_batches(admission, 0.2, [300] * 20, np.random.default_rng(2), tasks=4)
+    before = admission.service_cv
+    admission.observe([TaskProgress("new", "orders", 0, 0, records=300, busy_ns=int(9e9))])  # 3x slower
+    admission.observe([TaskProgress("t0", "orders", 0, 0, records=1, busy_ns=1_000_000)])  # 1 ms
+    assert admission.service_cv == before

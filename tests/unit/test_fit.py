@@ -152,50 +152,15 @@ def test_the_model_reads_the_input_as_old_as_the_run_read_it():
     assert fitted_run({**series, "high_watermark_time": []}, START, START + 59).job.metrics_age_s == 0.0
 
 
-def _task_rates_as_exported(cv: float, rng, tasks=8, rate=100.0, deadline=3.0, batches=120):
-    """Every task's saturated-rate gauge, one sample a batch, as the pipeline's own Admission
-    smooths it, when each record's service time has this CV (gamma distributed)."""
-    from autosizer.pipeline.admission import Admission
-    from autosizer.pipeline.slots import TaskProgress
-
-    admission, samples = Admission(), {f"t{i}": [] for i in range(tasks)}
-    n = int(rate * deadline)
-    for b in range(batches):
-        progress = []
-        for i in range(tasks):
-            seconds = rng.gamma(1 / cv**2, cv**2 / rate, n).sum()
-            progress.append(TaskProgress(f"t{i}", "orders", i % 2, 0, records=n, busy_ns=int(seconds * 1e9)))
-        admission.observe(progress)
-        for task, value in admission.rates.items():
-            samples[task].append((START + 3 * b, value))
-    return [({"task": task}, points) for task, points in samples.items()]
-
-
-@pytest.mark.parametrize("cv", [0.1, 0.4, 1.0])
-def test_the_service_times_noise_is_read_from_how_far_the_tasks_rates_spread(cv):
-    """Records whose service time has a given CV, 300 a task a batch: the smoothed gauges spread
-    by CV / sqrt(300) / sqrt(3), and the fit reads the CV back within 15%."""
+def test_the_service_times_noise_is_the_pipelines_own_measure_on_the_median():
+    """`autosizer_pipeline_service_cv` (Admission.service_cv) over the run: its median, so the
+    batches right after a rescale, whose tasks have one batch of history, do not move it; a run
+    that never exported it keeps the base model's CV."""
     series = run_series()
-    series["task_saturated_rate"] = _task_rates_as_exported(cv, np.random.default_rng(7))
-    times = [t for t, _ in series["task_saturated_rate"][0][1]]
-    series["lag_seconds"] = [({}, [(t, 20.0) for t in times])]  # behind throughout
-    assert fit_job(series).process_cv == pytest.approx(cv, rel=0.15)
-
-
-def test_the_noise_is_read_only_while_the_job_was_behind():
-    """Caught up, batches end early on fewer records, whose rates spread wider: they say nothing
-    about a saturated batch's noise, and a run never behind keeps the base model's CV."""
-    series = run_series()
-    series["task_saturated_rate"] = _task_rates_as_exported(0.1, np.random.default_rng(3))
-    times = [t for t, _ in series["task_saturated_rate"][0][1]]
-    series["lag_seconds"] = [({}, [(t, 1.0) for t in times])]  # under two deadlines: caught up
-    assert fit_job(series).process_cv == 1.0
-    series["lag_seconds"] = [({}, [(t, 20.0 if i >= 60 else 1.0) for i, t in enumerate(times)])]
-    wide = series["task_saturated_rate"]  # half the tasks 50% faster while caught up
-    series["task_saturated_rate"] = [(labels, [(t, v * (1.5 if k % 2 and i < 60 else 1.0))
-                                               for i, (t, v) in enumerate(points)])
-                                     for k, (labels, points) in enumerate(wide)]
-    assert fit_job(series).process_cv == pytest.approx(0.1, rel=0.2)
+    t = [x for x, _ in series["deadline"][0][1]]
+    series["service_cv"] = [({}, [(x, 0.5 if i % 10 == 0 else 0.1) for i, x in enumerate(t)])]
+    assert fit_job(series).process_cv == pytest.approx(0.1)
+    assert fit_job(run_series()).process_cv == 1.0
 
 
 def test_the_run_says_which_partitions_hot_shares_were_measured_when_it_began():
