@@ -102,18 +102,37 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
         proc.wait(10)
 
 
-class Exporter:
+class FedExporter:
+    """The pipeline's own exporter on a loopback port, fed batches by `_feed` on a thread from
+    `with` until its end."""
+
+    def __init__(self) -> None:
+        self.metrics = PipelineMetrics("test")
+        self.port = free_port()
+        serve(self.metrics, self.port)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> FedExporter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class Exporter(FedExporter):
     """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done,
     each record costing `cpu_s` of CPU on `cores` cores."""
 
     def __init__(self, layout: Layout, rate: float, capacity: float, cpu_s: float = 0.001, cores: int = 2):
         self.layout, self.rate, self.capacity, self.cpu_s = layout, rate, capacity, cpu_s
-        self.metrics = PipelineMetrics("test")
+        super().__init__()
         self.metrics.observe_cores(cores)
-        self.port = free_port()
-        serve(self.metrics, self.port)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._feed, daemon=True)
 
     def _feed(self) -> None:
         tasks = self.layout.virtual_tasks()
@@ -132,10 +151,3 @@ class Exporter:
             self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
             self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
                                       for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
-
-    def __enter__(self) -> Exporter:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()

@@ -407,8 +407,8 @@ class _Model:
         few keys the shares decide the capacity, and a real job at a trickle has none: run 66 (16
         keys, 100/s over 4 partitions, 75 records a batch) read even shares until the step, waited
         on its first tick for a rise an even share would still need more for, and sized 4 a tick
-        later, where a simulator that knew the shares from the start sized at once. Runs 70, 72
-        and 73, the same job, sized on the first tick: in 72 and 73 the shares were measured
+        later, where a simulator that knew the shares from the start sized at once. Runs 70, 72,
+        73 and 77, the same job, sized on the step's first tick: in 72-79 the shares were measured
         before the step (the first batches read the backlog built while Spark started), which a
         fitted run records (`JobModel.hot_shares_known_at_start`) rather than this rule guess."""
         read = np.maximum(input_rate * self.job.batch_seconds, backlog)

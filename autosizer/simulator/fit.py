@@ -125,7 +125,7 @@ def _cpu(series: Mapping[str, Series], process_seconds: float) -> dict[str, floa
 def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int]) -> tuple[bool, ...]:
     """Per partition: did the run's first sample already show its hot shares? The pipeline exports
     them once a batch read enough of the partition to measure them, and when that was depends on
-    the backlog its first batches found (runs 72 and 73 had them from the start at 25/s a
+    the backlog its first batches found (runs 72-79 had them from the start at 25/s a
     partition, which fills no batch; run 66 did not), so the model is told, not left to guess."""
     first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
     known = [False] * len(index)

@@ -3,18 +3,17 @@ batches through the pipeline's own Admission: what the fit reads back is what wa
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from autosizer.elasticity import FACTORS, Layout
-from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.embedded import EmbeddedPrometheus
 from autosizer.pipeline.admission import Admission
-from autosizer.pipeline.metrics import PipelineMetrics, serve
 from autosizer.pipeline.slots import TaskProgress
 from autosizer.simulator.fit import fetch, fitted_run
+from tests.daemon_harness import FedExporter
 from tests.integration.test_pipeline import wait_until
 
 pytestmark = pytest.mark.integration
@@ -22,19 +21,15 @@ pytestmark = pytest.mark.integration
 RATE, DEADLINE, CV = 100.0, 3.0, 0.4  # records/s a task, the batch deadline, the service time's CV
 
 
-class Behind:
-    """A job far behind (lag 20 s): every batch each of its 16 tasks works a whole deadline, its
+class Saturated(FedExporter):
+    """A job 20 s behind: every batch each of its 16 tasks works a whole deadline, its
     records' service times gamma distributed with CV. Partition 3 reads too little to measure
     its hot shares until `late_from` (wall clock); the others from the first batch."""
 
     def __init__(self, late_from: float):
-        self.layout = Layout(topics={"orders": 4}, factor=4)
-        self.metrics, self.admission = PipelineMetrics("fit-test"), Admission()
+        self.layout, self.admission = Layout(topics={"orders": 4}, factor=4), Admission()
         self.late_from, self.rng = late_from, np.random.default_rng(11)
-        self.port = free_port()
-        serve(self.metrics, self.port)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._feed, daemon=True)
+        super().__init__()
 
     def _feed(self) -> None:
         tasks = self.layout.virtual_tasks()
@@ -57,17 +52,9 @@ class Behind:
             self.metrics.observe_lag({tp: offset + 20 * 400 for tp in self.layout.partitions()},
                                      {tp: 20.0 for tp in self.layout.partitions()})
 
-    def __enter__(self) -> Behind:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
 
 def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_prometheus(tmp_path):
-    with Behind(late_from=time.time() + 12) as job, \
+    with Saturated(late_from=time.time() + 12) as job, \
             EmbeddedPrometheus([f"127.0.0.1:{job.port}"], tmp_path / "prom") as prometheus:
         wait_until(lambda: time.time() >= job.late_from - 6, 60, "a few scrapes")
         start = time.time()  # partition 3's shares are still unmeasured here
@@ -76,6 +63,6 @@ def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_
     model = fitted.job
     assert model.partitions == 4 and model.batch_seconds == DEADLINE
     assert model.process_seconds == pytest.approx(1 / RATE, rel=0.05)
-    assert model.process_cv == pytest.approx(CV, rel=0.25)  # read from 16 tasks' spread
+    assert model.process_cv == pytest.approx(CV, rel=0.25)  # the gauge: how each task strays batch to batch
     assert model.hot_shares_known_at_start == (True, True, True, False)
     assert model.hot_shares[4] == pytest.approx(np.full(4, 0.25))
