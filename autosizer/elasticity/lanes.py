@@ -22,10 +22,11 @@ import numpy as np
 
 from autosizer.elasticity.factor import FACTORS, MAX_FACTOR, validate_factor
 
-# Records a partition's batch must have read for its busiest-thread counts to update the hot
-# shares: a backlog's last batch can read 3 records, all of one key, and that reads as one lane
-# holding all of the input, which halves the exported capacity for the next batches. Until one
-# has, the partition's shares are unknown and read as even (the simulator shows them so too).
+# Records a partition's busiest-thread counts must cover to update its hot shares: a backlog's
+# last batch can read 3 records, all of one key, and that reads as one lane holding all of the
+# input, which halves the exported capacity for the next batches. A batch that read fewer gives
+# its records per residue instead, summed over batches until they reach this (a trickle is
+# measured too). Until then the shares are unknown and read as even (the simulator's too).
 MIN_SHARE_READ = 200
 
 # Lanes per virtual task: enough that a few dozen keys per partition spread over the threads,

@@ -28,8 +28,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from autosizer.elasticity import FACTORS, Layout
-from autosizer.elasticity.lanes import MIN_SHARE_READ
+import numpy as np
+
+from autosizer.elasticity import FACTORS, MAX_FACTOR, Layout
+from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_worker_shares
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
 
@@ -76,6 +78,9 @@ class Admission:
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
         self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
         self.cpu_per_record: float | None = None  # CPU seconds the slots' threads spent a record
+        # per partition, records per residue of h mod MAX_FACTOR over small batches, until they
+        # are enough to measure the hot shares (`_count_shares`)
+        self._trickle: dict[TopicPartition, dict[int, int]] = {}
         # the squared coefficient of variation of a record's service time (`service_cv`)
         self._service_variance: float | None = None
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
@@ -90,11 +95,9 @@ class Admission:
         progress_list = list(progress)
         for p in progress_list:
             tp = (p.topic, p.partition)
-            if p.read >= MIN_SHARE_READ and p.hottest and tp not in seen:  # every reader carries the same counts
+            if tp not in seen:  # every reader of a partition carries the same counts
                 seen.add(tp)
-                old = self.hot_shares.get(tp)
-                self.hot_shares[tp] = tuple(
-                    _smooth(None if old is None else old[i], n / p.read) for i, n in enumerate(p.hottest))
+                self._count_shares(tp, p)
             records[p.task] = records.get(p.task, 0) + p.records
             busy[p.task] = busy.get(p.task, 0) + p.busy_ns
             if p.read:
@@ -115,6 +118,28 @@ class Admission:
             self._service_variance = _smooth(self._service_variance, statistics.fmean(noise) / NOISE_OF_SMOOTHED)
         if not measured and any(records.values()) and self.typical_rate() is None:
             self._assumed *= 2  # too quick to measure: the function is faster than assumed
+
+    def _count_shares(self, tp: TopicPartition, p: TaskProgress) -> None:
+        """Fold a partition's busiest-thread counts into its hot shares: a batch that read
+        MIN_SHARE_READ records by itself; smaller ones (a trickle) by their records per residue,
+        summed over batches until they reach it. A sum of each small batch's busiest count would
+        overstate the busiest lane (the largest of a few records per lane is a large share); a
+        sum of residues is the count one large batch would have made. At 25/s a partition
+        (run 66) no batch reads 200, and the shares waited for a backlog before."""
+        if p.read >= MIN_SHARE_READ and p.hottest:
+            self._trickle.pop(tp, None)
+            shares = [n / p.read for n in p.hottest]
+        elif p.residues:
+            counts = self._trickle.setdefault(tp, {})
+            for residue, n in p.residues:
+                counts[residue] = counts.get(residue, 0) + n
+            if sum(counts.values()) < MIN_SHARE_READ:
+                return
+            shares = list(busiest_worker_shares(_dense(self._trickle.pop(tp))))
+        else:
+            return
+        old = self.hot_shares.get(tp)
+        self.hot_shares[tp] = tuple(_smooth(None if old is None else old[i], v) for i, v in enumerate(shares))
 
     @property
     def service_cv(self) -> float | None:
@@ -213,6 +238,13 @@ def job_capacity(admission: Admission, layout: Layout, cores: int | None = None)
     if cores and admission.cpu_per_record:
         tasks = min(tasks, cores / admission.cpu_per_record)
     return tasks * admission.duty()
+
+
+def _dense(counts: Mapping[int, int]) -> np.ndarray:
+    """Records per residue of h mod MAX_FACTOR, every residue."""
+    dense = np.zeros(MAX_FACTOR)
+    dense[list(counts)] = list(counts.values())
+    return dense
 
 
 def _smooth(old: float | None, new: float) -> float:

@@ -67,6 +67,8 @@ PROGRESS_SCHEMA = pa.schema(
         # lanes the deadline cut above next_offset: residues of h mod modulus, their offsets
         ("mark_residues", pa.list_(pa.int64())), ("mark_offsets", pa.list_(pa.string())),
         ("modulus", pa.int64()), ("cpu_ns", pa.int64()),
+        # a batch too small to measure the partition's hot shares alone: its records per residue
+        ("share_residues", pa.list_(pa.int64())), ("share_counts", pa.list_(pa.int64())),
     ]
 )
 
@@ -645,7 +647,8 @@ class PipelineAgent:
                   "pending": p.pending, "read": p.read, "slot_records": result.records,
                   "hottest": list(p.hottest), "mark_residues": list(p.marks),
                   "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
-                  "cpu_ns": p.cpu_ns}
+                  "cpu_ns": p.cpu_ns, "share_residues": [r for r, _ in p.residues],
+                  "share_counts": [n for _, n in p.residues]}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -672,7 +675,8 @@ class PipelineAgent:
                                          row["process_ns"], tuple(row["histogram"] or ()),
                                          row["busy_ns"], row["owned"], row["pending"], row["read"],
                                          tuple(row["hottest"] or ()), marks, row["modulus"],
-                                         row["cpu_ns"]))
+                                         row["cpu_ns"], tuple(zip(row["share_residues"] or (),
+                                                                  row["share_counts"] or (), strict=True))))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from autosizer.elasticity import MAX_FACTOR, Checkpoints, key_hashes
-from autosizer.elasticity.lanes import busiest_workers, lane_modulus
+from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_workers, lane_modulus
 
 Output = tuple[bytes | None, bytes]
 # Seconds; the edges of the process-time histogram (the seed's process-ns).
@@ -135,6 +135,10 @@ class TaskProgress:
     marks: dict[int, int] = field(default_factory=dict)
     modulus: int = 1
     cpu_ns: int = 0
+    # A batch that read too few of the partition's records to measure its shares alone
+    # (MIN_SHARE_READ): its records per residue of h mod MAX_FACTOR, (residue, count) where not 0,
+    # which the driver sums over batches until there are enough
+    residues: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -393,12 +397,14 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                                minlength=MAX_FACTOR)
         owned = residues.reshape(-1, layout.factor).sum(axis=0)
         hottest = busiest_workers(residues)
+        few = np.flatnonzero(residues) if len(offsets) < MIN_SHARE_READ else np.array([], dtype=np.int64)
+        small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True))
         lanes_of = (hashes & np.uint64(modulus - 1)).astype(np.int64)
         end = int(offsets[-1]) + 1
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
             stats = TaskProgress(task.name, topic, partition, end, owned=int(owned[task.bucket]),
-                                 read=len(offsets), hottest=hottest)
+                                 read=len(offsets), hottest=hottest, residues=small)
             progress[(task.name, topic, partition)] = stats
             if mask.any():
                 lanes = lanes_of[mask]

@@ -282,12 +282,11 @@ class _Model:
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
-        # a partition's hot shares as the pipeline exports them: unknown (even) until one of its
-        # batches read MIN_SHARE_READ records; known from the start where a fitted run says so,
-        # else where the input before the run (the job runs before second 0) filled batches that
-        # large, or with no batches at all
-        before = job.weights * (float(rate[0]) if len(rate) else 0.0) * job.batch_seconds
-        known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before >= MIN_SHARE_READ
+        # a partition's hot shares as the pipeline exports them: unknown (even) until its batches
+        # read MIN_SHARE_READ records between them; known from the start where a fitted run says
+        # so, else wherever there was input before the run (the job runs before second 0)
+        before = job.weights * (float(rate[0]) if len(rate) else 0.0) > 0
+        known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
         self.shares_known = known | (not job.batch_seconds)
         self.hot_table = self._shown_shares()
         self.ceiling = job.cpu_ceiling()
@@ -400,19 +399,17 @@ class _Model:
         table = np.where(self.shares_known[:, None], self.job.hot_share_table(), np.nan)
         return filled_hot_shares(table, self.job.partitions)
 
-    def _learn_shares(self, input_rate: np.ndarray, backlog: np.ndarray) -> None:
-        """Mark the partitions whose batches now read enough records for their hot shares to be
-        measured: a batch's worth of their input, or a backlog, that large. The next tick shows
-        them (the batch commits 3-6 s after the input grew, then its metrics are scraped). With
-        few keys the shares decide the capacity, and a real job at a trickle has none: run 66 (16
-        keys, 100/s over 4 partitions, 75 records a batch) read even shares until the step, waited
-        on its first tick for a rise an even share would still need more for, and sized 4 a tick
-        later, where a simulator that knew the shares from the start sized at once. Runs 70, 72,
-        73 and 77, the same job, sized on the step's first tick: in 72-79 the shares were measured
-        before the step (the first batches read the backlog built while Spark started), which a
-        fitted run records (`JobModel.hot_shares_known_at_start`) rather than this rule guess."""
-        read = np.maximum(input_rate * self.job.batch_seconds, backlog)
-        newly = ~self.shares_known & (read >= MIN_SHARE_READ)
+    def _learn_shares(self, now: int) -> None:
+        """Mark the partitions whose input since the run began reached the records the pipeline
+        sums its small batches' counts to (MIN_SHARE_READ); the next tick shows their shares (the
+        batch commits, then its metrics are scraped). With few keys the shares decide the
+        capacity: run 66 (16 keys, 25/s a partition, 75 records a batch, no backlog at its
+        start) read even shares until the step, when the pipeline still wanted one batch of 200,
+        waited on the step's first tick and sized a tick later; runs 72-80 had them from the
+        start (their first batches read the backlog built while Spark started), which a fitted
+        run records (`JobModel.hot_shares_known_at_start`)."""
+        since_start = self.cum[now + self.tick] - self.cum[self.tick]  # the rates begin a tick early (the lead-in)
+        newly = ~self.shares_known & (self.weights * since_start >= MIN_SHARE_READ)
         if newly.any():
             self.shares_known |= newly
             self.hot_table = self._shown_shares()
@@ -422,7 +419,7 @@ class _Model:
         p, p_totals = block.partition_columns, block.partition_totals[k]
         t, t_totals = block.task_columns, block.task_totals[k]
         shares = self.hot_table  # what batches before this tick measured: this tick's show next
-        self._learn_shares(p[2][k], p[0][k])
+        self._learn_shares(int(time))
         return Observation(
             time, factor,
             PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],

@@ -71,7 +71,8 @@ class JobModel:
     partition_weights: tuple[float, ...] = ()
     hot_share_table_measured: tuple[tuple[float, ...], ...] = ()
     # Per partition: whether the pipeline had measured its hot shares when the run began (a
-    # batch had read MIN_SHARE_READ of its records). Empty: judged from the first second's input.
+    # batch had read MIN_SHARE_READ of its records). Empty: known wherever the run had input
+    # before its start (the job runs before second 0).
     hot_shares_known_at_start: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:

@@ -192,3 +192,29 @@ def test_the_service_noise_is_not_read_from_a_task_new_to_the_layout_or_too_quic
     admission.observe([TaskProgress("new", "orders", 0, 0, records=300, busy_ns=int(9e9))])  # 3x slower
     admission.observe([TaskProgress("t0", "orders", 0, 0, records=1, busy_ns=1_000_000)])  # 1 ms
     assert admission.service_cv == before
+
+
+def test_batches_too_small_to_measure_the_shares_are_summed_until_they_are_enough():
+    """A trickle (25 records a batch, 4 keys): each batch alone would read its busiest lane's
+    random excess as the share, so small batches are summed per residue until they reach 200
+    records, and the shares are what one batch of them all would have measured. Until then the
+    partition has none (read as even)."""
+    from autosizer.elasticity import FACTORS, MAX_FACTOR
+    from autosizer.elasticity.lanes import busiest_worker_shares
+
+    layout = Layout(topics={"orders": 1}, factor=4)
+    rng = np.random.default_rng(4)
+    admission, total = Admission(), np.zeros(MAX_FACTOR)
+    keys = np.array([3, 130, 517, 1000])  # four keys' residues, one lane each from factor 4
+    for i in range(8):
+        counts = np.bincount(rng.choice(keys, 25), minlength=MAX_FACTOR)
+        total += counts
+        small = batch(layout, rate=100)
+        for p in small:
+            p.read, p.hottest = 25, (25.0,) * len(FACTORS)
+            p.residues = tuple((int(r), int(counts[r])) for r in np.flatnonzero(counts))
+        admission.observe(small)
+        if i < 7:
+            assert ("orders", 0) not in admission.hot_shares  # 25 x (i + 1) < 200
+    assert admission.hot_shares[("orders", 0)] == pytest.approx(busiest_worker_shares(total))
+    assert admission.hot_shares[("orders", 0)][FACTORS.index(4)] < 0.3  # about a quarter each

@@ -453,12 +453,14 @@ def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
         step.delayed(60)
 
 
-def test_hot_shares_read_even_until_a_batch_reads_enough_records_to_measure_them():
-    """As the pipeline (`MIN_SHARE_READ`): a partition's busiest-thread counts are believed once
-    one of its batches read 200 records. At a trickle before a step (25/s a partition over 3 s
-    batches, 75 a batch) the real demo with 16 keys read even shares and waited a tick on the
-    step (run 66); the simulator showed the measured ones from the start and sized a tick early.
-    A job busy enough before the run shows them from the first tick."""
+def test_hot_shares_read_even_until_the_pipeline_has_read_enough_records_to_measure_them():
+    """As the pipeline (`MIN_SHARE_READ`, summed over small batches): a partition's busiest-thread
+    counts are believed once its batches have read 200 records. A job that ran before the run
+    shows them from the first tick; one that had not measured them when the run began (a fitted
+    run says which: run 66's pipeline, 16 keys at 25/s a partition with no backlog at its start)
+    reads even shares until 200 of its records arrived (by the 10 s tick), and shows them from
+    the tick after; before session 25 the pipeline wanted one batch of 200, which a trickle never read,
+    and run 66 waited a tick on the step."""
     seen: list[tuple[float, float]] = []
 
     class Watch(Fixed):
@@ -468,22 +470,16 @@ def test_hot_shares_read_even_until_a_batch_reads_enough_records_to_measure_them
 
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0,
                    skew=KeySkew(hot_key_share=0.5, hot_partition=0))
-    simulate(workloads.step(before=100, after=1200, at=30, seconds=60, noise=0), job, Watch(1), tick_s=5)
     measured = float(job.hot_share_table()[0, FACTORS.index(8)])
     assert measured > 0.4
-    assert [share for time, share in seen if time <= 30] == pytest.approx([1 / 8] * 7)  # even
-    assert [share for time, share in seen if time >= 40] == pytest.approx([measured] * 5)
-    seen.clear()
-    simulate(workloads.constant(1200, seconds=30, noise=0), job, Watch(1), tick_s=5)
+    step = workloads.step(before=100, after=1200, at=30, seconds=60, noise=0)
+    simulate(step, job, Watch(1), tick_s=5)
     assert [share for _, share in seen] == pytest.approx([measured] * len(seen))
-    # a fitted run says which partitions' shares the pipeline had measured when it began: runs
-    # 72 and 73 had all four from the start at the same trickle (their first batches read the
-    # backlog built while Spark started), and sized on the step's first tick
-    for known, before in ((True, measured), (False, 1 / 8)):
+    for known, shares in ((True, [measured] * 4), (False, [1 / 8] * 3 + [measured])):
         seen.clear()
         told = dataclasses.replace(job, hot_shares_known_at_start=(known,) * 4)
-        simulate(workloads.step(before=100, after=1200, at=30, seconds=60, noise=0), told, Watch(1), tick_s=5)
-        assert [share for time, share in seen if time <= 30] == pytest.approx([before] * 7)
+        simulate(step, told, Watch(1), tick_s=5)
+        assert [share for time, share in seen if time <= 15] == pytest.approx(shares)  # 0, 5, 10, 15 s
 
 
 def test_which_partitions_shares_were_known_at_the_start_is_one_boolean_a_partition():

@@ -292,6 +292,13 @@ def test_every_reader_reports_the_partitions_busiest_thread_at_every_factor():
     assert {p.hottest for p in result.progress} == {expected}
     assert expected[0] == 100 and expected[1] == 50  # F=1: everything; F=2: an even half
     assert expected[-1] == 30  # F=1024: the hot key alone on one thread
+    # 100 records are too few to measure the shares alone: the readers also carry the records per
+    # residue of h mod 1024, which the driver sums over batches (Admission)
+    residues = {p.residues for p in result.progress}
+    assert len(residues) == 1 and sum(n for _, n in residues.pop()) == 100
+    many = [(f"k{o % 50}".encode(), b"x", "orders", 0, o) for o in range(300)]
+    assert all(p.residues == () for p in run_slot(records_table(many), Checkpoints.initial(layout),
+                                                       lambda r: None).progress)
 
 
 def test_the_function_receives_each_records_own_fields_and_timestamp():
