@@ -80,7 +80,7 @@ class Admission:
         self.cpu_per_record: float | None = None  # CPU seconds the slots' threads spent a record
         # per partition, records per residue of h mod MAX_FACTOR over small batches, until they
         # are enough to measure the hot shares (`_count_shares`)
-        self._trickle: dict[TopicPartition, dict[int, int]] = {}
+        self._trickle: dict[TopicPartition, np.ndarray] = {}
         # the squared coefficient of variation of a record's service time (`service_cv`)
         self._service_variance: float | None = None
         self._assumed = self.config.initial_rate  # per partition, until a task is measured
@@ -130,12 +130,12 @@ class Admission:
             self._trickle.pop(tp, None)
             shares = [n / p.read for n in p.hottest]
         elif p.residues:
-            counts = self._trickle.setdefault(tp, {})
-            for residue, n in p.residues:
-                counts[residue] = counts.get(residue, 0) + n
-            if sum(counts.values()) < MIN_SHARE_READ:
+            counts = self._trickle.setdefault(tp, np.zeros(MAX_FACTOR))
+            residues, n = zip(*p.residues, strict=True)
+            counts[list(residues)] += n  # each residue once a batch
+            if counts.sum() < MIN_SHARE_READ:
                 return
-            shares = list(busiest_worker_shares(_dense(self._trickle.pop(tp))))
+            shares = list(busiest_worker_shares(self._trickle.pop(tp)))
         else:
             return
         old = self.hot_shares.get(tp)
@@ -238,13 +238,6 @@ def job_capacity(admission: Admission, layout: Layout, cores: int | None = None)
     if cores and admission.cpu_per_record:
         tasks = min(tasks, cores / admission.cpu_per_record)
     return tasks * admission.duty()
-
-
-def _dense(counts: Mapping[int, int]) -> np.ndarray:
-    """Records per residue of h mod MAX_FACTOR, every residue."""
-    dense = np.zeros(MAX_FACTOR)
-    dense[list(counts)] = list(counts.values())
-    return dense
 
 
 def _smooth(old: float | None, new: float) -> float:

@@ -397,8 +397,8 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                                minlength=MAX_FACTOR)
         owned = residues.reshape(-1, layout.factor).sum(axis=0)
         hottest = busiest_workers(residues)
-        few = np.flatnonzero(residues) if len(offsets) < MIN_SHARE_READ else np.array([], dtype=np.int64)
-        small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True))
+        few = np.flatnonzero(residues)
+        small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True)) if len(offsets) < MIN_SHARE_READ else ()
         lanes_of = (hashes & np.uint64(modulus - 1)).astype(np.int64)
         end = int(offsets[-1]) + 1
         for task in layout.readers(topic, partition):

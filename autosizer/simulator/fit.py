@@ -124,9 +124,10 @@ def _cpu(series: Mapping[str, Series], process_seconds: float) -> dict[str, floa
 
 def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int]) -> tuple[bool, ...]:
     """Per partition: did the run's first sample already show its hot shares? The pipeline exports
-    them once a batch read enough of the partition to measure them, and when that was depends on
-    the backlog its first batches found (runs 72-79 had them from the start at 25/s a
-    partition, which fills no batch; run 66 did not), so the model is told, not left to guess."""
+    them once its batches have read MIN_SHARE_READ of the partition's records, so a run that
+    begins with the pipeline may not have them yet (run 66, before small batches were summed,
+    had none until its step; runs 72-80 had them from the start): the model is told, not left
+    to guess."""
     first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
     known = [False] * len(index)
     for labels, points in series.get("hot_share", ()):
