@@ -27,6 +27,7 @@ decision with the policy's details.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -36,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autosizer.actuators.verification import VERIFY_WINDOW_S  # noqa: E402
 from autosizer.controller.config import load_config  # noqa: E402
 from autosizer.policies import (  # noqa: E402
     Observation,
@@ -72,7 +74,9 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None) -> None:
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
-    job = fitted.job
+    # the actuator's lag check after a scale-down, as the daemon ran it
+    job = dataclasses.replace(fitted.job, verify_window_s=float(
+        config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)))
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
           f"{job.restart_downtime_s:.2f} s, metrics {job.metrics_age_s:.2f} s old, start factor "
@@ -101,17 +105,25 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         # the tick's queries and policy, and when it ended
         acted = (f", actuation from {r['at'] + r['tick_ms'] / 1000 - r['actuation_s']:.1f} s (queries "
                  f"{r['prometheus_ms']:.0f} ms)" if r.get("actuation_s") is not None else "")
-        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, first commit by "
-              f"{r['at'] + r['tick_ms'] / 1000:.1f} s" + (f"\n  {r['reason']}" if r.get("reason") else ""))
+        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, done by "
+              f"{r['at'] + r['tick_ms'] / 1000:.1f} s (its first commit{_checked(r['new'] < r['old'])})"
+              + (f"\n  {r['reason']}" if r.get("reason") else ""))
     for r in run.rescales:
+        done = r.time + job.actuation_s(r.new) + (job.verify_window_s if r.new < r.old else 0.0)
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
-              f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s)\n  {r.reason}")
+              f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s), done by "
+              f"{done:.1f} s (its first commit{_checked(r.new < r.old)})\n  {r.reason}")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), sim.max())) if r)
     same = real_path == sim_path
     print(f"goal (both ratios within 20%, the same factor path): "
           f"{'met' if goal and same else 'missed'}{'' if same else ' (the paths differ)'}")
     capacity_check(fitted, _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size),
                                      step=True))
+
+
+def _checked(down: bool) -> str:
+    """What ends a rescale's actuation besides its first commit (the daemon ticks again then)."""
+    return " and the actuator's lag check after a scale-down" if down else ""
 
 
 def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
@@ -174,6 +186,13 @@ def main() -> None:
     parser.add_argument("--shape", choices=demo.SHAPES, default="step",
                         help="the high phase's load, as `examples/demo.py --shape`: a step (default), a "
                              "ramp up to it over its first half, or 10 s bursts to it every 30 s")
+    parser.add_argument("--memory", type=float, help="the policy's lull_memory_s for both the daemon and "
+                        "the replay (default the shipped 10,800): 60 lets the step's end bring a "
+                        "scale-down within the run, to compare that too")
+    parser.add_argument("--policy", choices=("autosizer", "utilization", "lag-threshold"), default="autosizer",
+                        help="the daemon's policy, replayed the same (default the shipped autosizer); "
+                             "lag-threshold scales down while the input is high, and the actuator rolls "
+                             "that back: a check of the simulated rollback")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -185,8 +204,10 @@ def main() -> None:
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
     if args.keys < 1:
         parser.error(f"--keys must be at least 1, not {args.keys}")
+    if args.memory is not None and not (args.memory > 0 and math.isfinite(args.memory)):
+        parser.error(f"--memory must be seconds > 0, not {args.memory}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
-             shape=args.shape, keys=args.keys, clocks=args.clocks)
+             shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ real trace beside what `autosizer` and `lag-threshold` cost in one simulated run
 day can cost as little as lag-threshold did.
 
     .venv/bin/python benchmarks/bench_trace_oracle.py [trace ...]
-    .venv/bin/python benchmarks/bench_trace_oracle.py --goals [--metrics-age S] [trace ...]
+    .venv/bin/python benchmarks/bench_trace_oracle.py --goals [--metrics-age S] [--verify-window S] [trace ...]
 
 `--goals` checks issue 12's two comparative goals on each trace rather than on the suite's
 totals, beside what any policy could do there: "half the violation-seconds of lag-threshold at
@@ -30,7 +30,10 @@ summary line then counts every goal of the issue: those two, one rescale to conv
 
 `--metrics-age S` runs every policy (the baselines too) with metrics S seconds old, as the
 daemon's Prometheus queries get them: about half the scrape interval plus the probe's second
-(`JobModel.metrics_age_s`; `autosizer fit` measures it on a real run). The suite's own tables
+(`JobModel.metrics_age_s`; `autosizer fit` measures it on a real run). `--verify-window S` runs
+them with the actuator's lag check after a scale-down (`JobModel.verify_window_s`, 30 s shipped):
+the daemon waits it out, a layout that falls behind is rolled back, and the next actuation backs
+off; the suite leaves it out (its traces set 0), comparing the policies' own decisions. The suite's own tables
 read them fresh (0); the goals in `tests/` are held both fresh and 2 s old (a 1 s scrape).
 """
 
@@ -81,7 +84,7 @@ def oracle(name: str, per_day: int = 4) -> tuple[float, int]:
     return plan_at(high)
 
 
-def goals(names: list[str], metrics_age_s: float = 0.0) -> None:
+def goals(names: list[str], metrics_age_s: float = 0.0, verify_window_s: float = 0.0) -> None:
     """Per trace: ours against each baseline, the floor, and whether the goal is met, missed, or
     out of any policy's reach; then which traces miss each of the issue's goals."""
     missed: dict[str, list[str]] = {"half LT's violation at no more cost": [],
@@ -94,8 +97,8 @@ def goals(names: list[str], metrics_age_s: float = 0.0) -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     for name in names:
         trace = load_trace(name)
-        if metrics_age_s:
-            trace = dataclasses.replace(trace, job=dataclasses.replace(trace.job, metrics_age_s=metrics_age_s))
+        trace = dataclasses.replace(trace, job=dataclasses.replace(trace.job, metrics_age_s=metrics_age_s,
+                                                                   verify_window_s=verify_window_s))
         run = simulate(trace.workload, trace.job, load_policy("autosizer"))
         ours, util, lt = (score(run), *(score(simulate(trace.workload, trace.job, load_policy(p)))
                                         for p in ("utilization", "lag-threshold")))
@@ -127,7 +130,8 @@ def goals(names: list[str], metrics_age_s: float = 0.0) -> None:
                                        ours.scale_up_delay_s <= 60), strict=True):
             if not kept:
                 missed[goal].append(name)
-    print(f"\nmetrics {metrics_age_s:g} s old; goals missed (of {len(names)} traces):")
+    print(f"\nmetrics {metrics_age_s:g} s old, lag check after a scale-down {verify_window_s:g} s; "
+          f"goals missed (of {len(names)} traces):")
     for goal, traces in missed.items():
         print(f"- {goal}: {len(traces)}{': ' if traces else ''}{', '.join(traces)}")
 
@@ -146,15 +150,15 @@ def main(names: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--goals"]:
-        args, age = sys.argv[2:], 0.0
-        if args[:1] == ["--metrics-age"]:
+        args, seconds = sys.argv[2:], {"--metrics-age": 0.0, "--verify-window": 0.0}
+        while args[:1] and args[0] in seconds:
             try:
-                age = float(args[1])
+                value = float(args[1])
             except (IndexError, ValueError):
-                raise SystemExit("--metrics-age needs seconds, e.g. --metrics-age 8") from None
-            if not (age >= 0 and np.isfinite(age)):
-                raise SystemExit(f"--metrics-age must be finite and >= 0 seconds, not {args[1]}")
-            args = args[2:]
-        goals(args or [*REAL, *(n for n in trace_names() if n not in REAL)], age)
+                raise SystemExit(f"{args[0]} needs seconds, e.g. {args[0]} 8") from None
+            if not (value >= 0 and np.isfinite(value)):
+                raise SystemExit(f"{args[0]} must be finite and >= 0 seconds, not {args[1]}")
+            seconds[args[0]], args = value, args[2:]
+        goals(args or [*REAL, *(n for n in trace_names() if n not in REAL)], *seconds.values())
     else:
         main(sys.argv[1:] or list(REAL))

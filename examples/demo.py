@@ -121,10 +121,12 @@ def cpu_step(cpu_ms: float) -> float:
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
-        clocks: str = "demo") -> bool:
+        clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer") -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
-    daemon's (`CLOCKS`). True when the job kept up with the step."""
+    daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
+    scale-down after the step comes within minutes, not the shipped 3 hours), `policy` the
+    daemon's policy. True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -136,8 +138,12 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         store = MetadataStore(redis_server.url, job)
         store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=1))
         config_path = workdir / "autosizer.toml"
-        config_path.write_text(CLOCKS[clocks].format(job=job, redis=redis_server.url,
-                                                     prometheus=prometheus.url, listen=free_port()))
+        config = CLOCKS[clocks].format(job=job, redis=redis_server.url, prometheus=prometheus.url,
+                                       listen=free_port())
+        config = config.replace('name = "autosizer"', f'name = "{policy}"')
+        if memory_s is not None:
+            config = config.replace("[actuator]", f"[policy.settings]\nlull_memory_s = {memory_s:g}\n\n[actuator]")
+        config_path.write_text(config)
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,

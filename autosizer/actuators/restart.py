@@ -21,6 +21,7 @@ import structlog
 
 from autosizer.actuators.base import ActuatorContext, Outcome, Plan, number
 from autosizer.actuators.journal import Entry, record_rescale
+from autosizer.actuators.verification import VERIFY_LAG_SLACK, VERIFY_WINDOW_S, lag_got_worse
 
 log = structlog.get_logger(__name__)
 
@@ -33,7 +34,7 @@ class RestartActuator:
 
     def __init__(self, context: ActuatorContext, drain_timeout_s: float = 120.0,
                  start_timeout_s: float = 180.0, verify_timeout_s: float = 180.0,
-                 verify_window_s: float = 30.0, verify_lag_slack: float = 0.25):
+                 verify_window_s: float = VERIFY_WINDOW_S, verify_lag_slack: float = VERIFY_LAG_SLACK):
         self.context, self.store, self.journal = context, context.store, context.journal
         self.clock = context.clock
         self.drain_timeout = number("drain_timeout_s", drain_timeout_s, 1)
@@ -156,17 +157,8 @@ class RestartActuator:
             log.warning("actuation.verify_lag_unknown", id=entry.id,
                         detail="no lag reading around the verification window; checked commits only")
             return None, downtime
-        # Worse means the backlog grows faster under the new layout than it did under the old
-        # one, by more than a share of the input: a scale-up that helps too little is not worse
-        # (the policy judges that), a scale-down that cannot keep up is.
-        growth = (last - first) / self.verify_window
-        before = max(0.0, entry.input_rate - entry.processed_rate)
-        allowed = before + self.slack * entry.input_rate
-        if growth > allowed:
-            return (f"lag grew {growth:.0f}/s over {self.verify_window:.0f}s under factor "
-                    f"{entry.to_factor}, more than the {allowed:.0f}/s allowed (it grew "
-                    f"{before:.0f}/s before)"), downtime
-        return None, downtime
+        worse = lag_got_worse(first, last, self.verify_window, entry.input_rate, entry.processed_rate, self.slack)
+        return (None if worse is None else f"under factor {entry.to_factor}: {worse}"), downtime
 
     def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:
         if entry.expansion:

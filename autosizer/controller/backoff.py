@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from autosizer.elasticity.store import MetadataStore
 
 FAILED = ("aborted", "failed", "rolled_back", "error")
+BACKOFF_S, BACKOFF_MAX_S = 60.0, 1800.0  # the daemon's defaults: the first wait, and the longest
 
 
 @dataclass(frozen=True)

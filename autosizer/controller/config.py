@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autosizer.checks import duration, finite, whole
+from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity.store import StoreError, check_redis_url
 from autosizer.policies.guards import Guards
@@ -39,8 +40,8 @@ class DaemonSection:
     listen: str = "127.0.0.1:9109"  # /metrics and /healthz; "" turns the endpoint off
     log_level: str = "info"
     journal_length: int = 10_000  # decisions kept in the Redis stream
-    backoff_s: float = 60.0  # after a failed actuation, wait this long; doubles per failure
-    backoff_max_s: float = 1800.0  # the longest wait between failed actuations
+    backoff_s: float = BACKOFF_S  # after a failed actuation, wait this long; doubles per failure
+    backoff_max_s: float = BACKOFF_MAX_S  # the longest wait between failed actuations
     # A topic's multiplied partition count is adopted once the broker has had it this long:
     # producers refresh their metadata every 5 minutes by default, and until then they may write
     # a moved key to its old partition, which must come before the barrier.

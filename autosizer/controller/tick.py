@@ -18,7 +18,7 @@ import structlog
 from autosizer.actuators.base import Actuator, Outcome, Plan
 from autosizer.actuators.journal import ActuationJournal, JournalRefused, last_rescale
 from autosizer.clock import SYSTEM_CLOCK, Clock
-from autosizer.controller.backoff import FAILED, Backoff, BackoffStore
+from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S, FAILED, Backoff, BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.evaluator import Evaluation, Evaluator
 from autosizer.controller.expansion import ExpansionCheck, ExpansionWatch
@@ -54,8 +54,8 @@ class Tick:
     history_store: HistoryStore | None = None  # the input's recent days, for the policy's foresight
     history: InputHistory | None = None  # loaded from it on the first tick
     backoff_store: BackoffStore | None = None  # None: no backoff after failed actuations
-    backoff_s: float = 60.0  # the first wait after a failed actuation; doubles per failure
-    backoff_max_s: float = 1800.0
+    backoff_s: float = BACKOFF_S  # the first wait after a failed actuation; doubles per failure
+    backoff_max_s: float = BACKOFF_MAX_S
     expansions: ExpansionWatch | None = None  # None: partition counts are not watched
     clock: Clock = SYSTEM_CLOCK
     policy_state: Any = None

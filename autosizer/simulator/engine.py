@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from autosizer.actuators.verification import lag_got_worse
+from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S, Backoff
 from autosizer.elasticity.lanes import MIN_SHARE_READ
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats, Watermarks
 from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
@@ -445,6 +447,28 @@ class _Model:
         return self._tasks[factor]
 
 
+@dataclass(frozen=True)
+class _Check:
+    """A scale-down's lag check, as the restart actuator runs it: the backlog at the new
+    generation's first commit and `verify_window_s` later (seconds counted with the lead-in),
+    against the input and the processed rate when it was decided."""
+
+    back: int  # the factor a rollback returns to
+    first: float
+    last: float
+    input_rate: float
+    processed_rate: float
+
+    def verdict(self, past: np.ndarray, block: np.ndarray, block_start: int) -> str | None:
+        """Why it rolls back (None: it holds), from the run's backlog so far: `past` before
+        `block_start`, `block` from there."""
+        def at(second: float) -> float:
+            s = int(second)
+            return float(past[s] if s < block_start else block[min(s - block_start, block.size - 1)])
+        return lag_got_worse(at(self.first), at(self.last), self.last - self.first,
+                             self.input_rate, self.processed_rate)
+
+
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
              progress: Callable[[int], Any] | None = None, window_s: int | None = None) -> Run:
@@ -474,6 +498,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     last_rescale, down_s = -math.inf, 0.0
     policy_state: Any = None
     guard_state = None
+    checking: _Check | None = None  # a scale-down under the actuator's lag check
+    backoff = Backoff()  # the daemon's wait after a rolled-back rescale
     t, block_ticks, total = 0, BLOCK_TICKS, lead + total
     # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
@@ -483,23 +509,45 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
         kept, running = end - t, factor
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick - lead
-            observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
-            model.history.record(now, observation.input_rate)
-            wish, policy_state = policy.decide(observation, policy_state)
-            decision, guard_state = guards.apply(observation, wish, guard_state)
-            if decision.factor == factor:
-                continue
-            run.rescales.append(Rescale(now, factor, decision.factor, decision.reason))
+            if now < last_rescale:
+                continue  # the daemon is still in its last actuation: no tick (APScheduler skips it)
+            target, reason = factor, ""
+            if checking is not None:  # its window ended by this tick (the rollback starts here)
+                worse = checking.verdict(run.lag_records[:t], block.lag_records, t)
+                back, checking = checking.back, None
+                if worse is not None:
+                    target, reason = back, f"rolled back {factor} -> {back}: {worse}"
+                    # the daemon backs off from the rollback's end, as after any failed actuation
+                    backoff = backoff.after_failure(now + job.actuation_s(back), worse, BACKOFF_S, BACKOFF_MAX_S)
+                else:
+                    backoff = Backoff()  # a completed rescale clears it
+            if target == factor:
+                observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
+                model.history.record(now, observation.input_rate)
+                wish, policy_state = policy.decide(observation, policy_state)
+                decision, guard_state = guards.apply(observation, wish, guard_state)
+                if decision.factor == factor or backoff.active(now):
+                    continue
+                target, reason = decision.factor, decision.reason
+                if target < factor and job.verify_window_s > 0:
+                    first = lead + now + job.actuation_s(target)
+                    checking = _Check(factor, first, first + job.verify_window_s,
+                                      observation.input_rate, observation.processed_rate)
+                elif target > factor:
+                    backoff = Backoff()
+            run.rescales.append(Rescale(now, factor, target, reason))
             kept = (k + 1) * tick
             # The drain commits what the batch in flight did by now; then a new layout resumes
             # every bucket from its partition's slowest position (the pipeline skips what faster buckets did;
             # the oldest record is what lag measures).
             active = np.where(model.arrivals(factor) > 0, block.x_drained[k], np.inf)
             x = np.repeat(active.min(axis=1, keepdims=True), 2, axis=1)
-            # The daemon records a rescale when the new generation commits its first batch; its
-            # cooldown and the policy's settle time count from then.
-            factor, down_s = decision.factor, float(job.restart_downtime_s)  # not rounded: 0.96 s is not 0
-            last_rescale = now + job.actuation_s(factor)
+            # The daemon records a rescale when its actuation ends: the new generation's first
+            # commit, and after a scale-down the actuator's lag check (`verify_window_s`) too; it
+            # ticks again only then, and its cooldown and the policy's settle time count from then.
+            checked = job.verify_window_s if checking is not None else 0.0
+            factor, down_s = target, float(job.restart_downtime_s)  # not rounded: 0.96 s is not 0
+            last_rescale = now + job.actuation_s(factor) + checked
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

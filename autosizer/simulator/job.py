@@ -51,6 +51,10 @@ class JobModel:
     # and lag, Prometheus scrapes them later, and the daemon's query gets the last scrape.
     # 0: read as it happens.
     metrics_age_s: float = 0.0
+    # After a scale-down the actuator watches the lag this long before it calls the rescale done
+    # (and rolls back a layout that falls behind): the daemon ticks again only after it. The
+    # shipped actuator's `verify_window_s`; run 82's 8 -> 1 kept the daemon 30.8 s.
+    verify_window_s: float = 30.0
     partition_limit: float = math.inf  # records/s one partition can be read at
     tasks_per_slot: int = 8  # virtual tasks (threads) per executor slot, for the slot cost
     start_factor: int = 1
@@ -84,6 +88,7 @@ class JobModel:
             "cores": self.cores >= 1,
             "restart_downtime_s": self.restart_downtime_s >= 0,
             "metrics_age_s": self.metrics_age_s >= 0,
+            "verify_window_s": self.verify_window_s >= 0,
             "partition_limit": self.partition_limit > 0,
             "tasks_per_slot": self.tasks_per_slot >= 1,
             "batch_seconds": self.batch_seconds >= 0,

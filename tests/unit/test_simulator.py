@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from autosizer.actuators.verification import lag_got_worse
 from autosizer.controller.cli import main
 from autosizer.elasticity import FACTORS
 from autosizer.policies import Decision, Guards
@@ -487,3 +488,75 @@ def test_which_partitions_shares_were_known_at_the_start_is_one_boolean_a_partit
         JobModel(partitions=4, hot_shares_known_at_start=(True, False))
     with pytest.raises(ValueError, match="hot_shares_known_at_start needs 2 booleans"):
         JobModel(partitions=2, hot_shares_known_at_start=(1, 0))
+
+
+class Scripted:
+    """Wants `first` until `at`, then `then`; remembers when it was asked (the daemon's ticks)."""
+
+    name = "scripted"
+
+    def __init__(self, first: int, then: int, at: float):
+        self.first, self.then, self.at, self.asked = first, then, at, []
+
+    def decide(self, observation, state=None):
+        self.asked.append(observation.time)
+        return Decision(self.then if observation.time >= self.at else self.first, "scripted"), state
+
+
+def checked_job(**settings) -> JobModel:
+    return JobModel(**{"partitions": 4, "process_seconds": 0.01, "process_cv": 0.0, "restart_downtime_s": 1.0,
+                       "skew": KeySkew(keys=2000), "batch_seconds": 0, "start_factor": 4, **settings})
+
+
+def test_the_daemon_does_not_tick_while_the_actuator_checks_a_scale_downs_lag():
+    # Run 82's 8 -> 1 kept the real daemon 30.8 s: the actuator watches the lag for
+    # verify_window_s after the first commit before it calls the scale-down done.
+    guards = Guards(cooldown_s=0, scale_down_delay_s=0)
+    policy = Scripted(4, 2, at=30)  # 300/s fits 2 (800/s): the check passes
+    run = simulate(workloads.constant(300, seconds=200, noise=0), checked_job(), policy, guards, tick_s=5)
+    assert [(r.time, r.old, r.new) for r in run.rescales] == [(30, 4, 2)]
+    done = 30 + checked_job().actuation_s(2) + 30
+    assert not [t for t in policy.asked if 30 < t < done]
+    assert min(t for t in policy.asked if t > 30) < done + 5  # and on the tick grid again after it
+
+    unchecked = Scripted(4, 2, at=30)
+    simulate(workloads.constant(300, seconds=200, noise=0), checked_job(verify_window_s=0), unchecked, guards,
+             tick_s=5)
+    assert 35 in unchecked.asked  # without the check the next tick comes as usual
+
+
+def test_a_scale_down_that_falls_behind_is_rolled_back_and_the_next_actuation_backs_off():
+    # 600/s on 1 (400/s) grows the lag 200/s, more than a quarter of the input (150/s) over the
+    # nothing it grew at 4: the actuator's rule rolls it back, and the daemon waits 60 s before
+    # the next actuation, as it does after any failed one.
+    guards = Guards(cooldown_s=0, scale_down_delay_s=0)
+    run = simulate(workloads.constant(600, seconds=400, noise=0), checked_job(), Scripted(4, 1, at=30), guards,
+                   tick_s=5)
+    (down, back, again, *_) = run.rescales
+    assert (down.time, down.old, down.new) == (30, 4, 1)
+    assert (back.old, back.new) == (1, 4) and back.reason.startswith("rolled back 1 -> 4: lag grew 200/s")
+    assert 30 + checked_job().actuation_s(1) + 30 <= back.time < 30 + checked_job().actuation_s(1) + 35
+    assert again.time >= back.time + checked_job().actuation_s(4) + 60  # backed off, then tried again
+    assert score(run).rescales == len(run.rescales)  # a rollback is a restart the job pays for
+
+
+def test_the_lag_check_is_the_actuators_own_rule():
+    # One rule for the restart actuator and the simulator (autosizer/actuators/verification.py).
+    assert lag_got_worse(1000, 1000 + 30 * 140, 30, input_rate=600, processed_rate=600) is None
+    assert lag_got_worse(1000, 1000 + 30 * 200, 30, input_rate=600, processed_rate=600) == (
+        "lag grew 200/s over 30s, more than the 150/s allowed (it grew 0/s before)")
+    # A job already falling behind before the rescale may go on at that pace.
+    assert lag_got_worse(0, 30 * 300, 30, input_rate=600, processed_rate=400) is None
+
+
+def test_the_simulated_lag_check_lasts_as_the_shipped_actuators(tmp_path):
+    import inspect
+
+    from autosizer.actuators.restart import RestartActuator
+
+    shipped = inspect.signature(RestartActuator.__init__).parameters["verify_window_s"].default
+    assert JobModel().verify_window_s == shipped
+    with pytest.raises(ValueError, match="verify_window_s"):
+        JobModel(verify_window_s=-1.0)
+    with pytest.raises(ValueError, match="verify_window_s"):
+        JobModel(verify_window_s=float("nan"))
