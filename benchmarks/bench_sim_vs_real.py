@@ -61,8 +61,10 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW, queries=QUERIES)
     rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"],
                  "actuation_s": (d.get("actuation") or {}).get("seconds"),
-                 "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms"), "reason": d.get("reason")}
-                for d in finished.decisions if d["outcome"] in ("scale_up", "scale_down") and d["time"] >= start]
+                 "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms"), "reason": d.get("reason"),
+                 "result": (d.get("actuation") or {}).get("result")}
+                for d in finished.decisions
+                if d["outcome"] in ("scale_up", "scale_down", "rolled_back") and d["time"] >= start]
     if save is not None:
         ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
@@ -105,8 +107,10 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         # the tick's queries and policy, and when it ended
         acted = (f", actuation from {r['at'] + r['tick_ms'] / 1000 - r['actuation_s']:.1f} s (queries "
                  f"{r['prometheus_ms']:.0f} ms)" if r.get("actuation_s") is not None else "")
-        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, done by "
-              f"{r['at'] + r['tick_ms'] / 1000:.1f} s (its first commit{_checked(r['new'] < r['old'])})"
+        ended = (f"rolled back to {r['old']} by the actuator, done by {r['at'] + r['tick_ms'] / 1000:.1f} s"
+                 if r.get("result") == "rolled_back" else
+                 f"done by {r['at'] + r['tick_ms'] / 1000:.1f} s (its first commit{_checked(r['new'] < r['old'])})")
+        print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, {ended}"
               + (f"\n  {r['reason']}" if r.get("reason") else ""))
     for r in run.rescales:
         done = r.time + job.actuation_s(r.new) + (job.verify_window_s if r.new < r.old else 0.0)

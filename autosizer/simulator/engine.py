@@ -453,6 +453,7 @@ class _Check:
     generation's first commit and `verify_window_s` later (seconds counted with the lead-in),
     against the input and the processed rate when it was decided."""
 
+    decided: int  # the tick that decided the scale-down (the daemon's backoff counts from it)
     back: int  # the factor a rollback returns to
     first: float
     last: float
@@ -514,11 +515,12 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             target, reason = factor, ""
             if checking is not None:  # its window ended by this tick (the rollback starts here)
                 worse = checking.verdict(run.lag_records[:t], block.lag_records, t)
-                back, checking = checking.back, None
+                back, decided, checking = checking.back, checking.decided, None
                 if worse is not None:
                     target, reason = back, f"rolled back {factor} -> {back}: {worse}"
-                    # the daemon backs off from the rollback's end, as after any failed actuation
-                    backoff = backoff.after_failure(now + job.actuation_s(back), worse, BACKOFF_S, BACKOFF_MAX_S)
+                    # the daemon backs off from the failed actuation's tick (run 83: the 8 -> 1 at
+                    # 110 s rolled back, and the next scale-down went through at 190 s)
+                    backoff = backoff.after_failure(decided, worse, BACKOFF_S, BACKOFF_MAX_S)
                 else:
                     backoff = Backoff()  # a completed rescale clears it
             if target == factor:
@@ -531,7 +533,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 target, reason = decision.factor, decision.reason
                 if target < factor and job.verify_window_s > 0:
                     first = lead + now + job.actuation_s(target)
-                    checking = _Check(factor, first, first + job.verify_window_s,
+                    checking = _Check(now, factor, first, first + job.verify_window_s,
                                       observation.input_rate, observation.processed_rate)
                 elif target > factor:
                     backoff = Backoff()
