@@ -1,7 +1,8 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
-     [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--save run.json | --replay run.json]
+     [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
+     [--cold] [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -21,7 +22,11 @@ lag ratios alone would miss a rescale one side made and the other did not, so th
 paths are printed too. `--keys 16` gives 4 customers a partition (the busiest key lane then
 caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's
-decision with the policy's details.
+decision with the policy's details. `--policy` runs another built-in policy on both sides
+(`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
+`--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
+and `--duration 840` the step's end brings a scale-down within the run, run 82), and `--cold`
+starts the load only once the pipeline's query runs (no start-up backlog: run 84).
 """
 
 from __future__ import annotations
@@ -197,6 +202,10 @@ def main() -> None:
                         help="the daemon's policy, replayed the same (default the shipped autosizer); "
                              "lag-threshold scales down while the input is high, and the actuator rolls "
                              "that back: a check of the simulated rollback")
+    parser.add_argument("--cold", action="store_true",
+                        help="start the load only once the pipeline's query runs: no start-up backlog, so "
+                             "the pipeline measures the hot shares from the trickle and the replay learns "
+                             "them from 200 records a partition")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -211,7 +220,7 @@ def main() -> None:
     if args.memory is not None and not (args.memory > 0 and math.isfinite(args.memory)):
         parser.error(f"--memory must be seconds > 0, not {args.memory}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
-             shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy)
+             shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy, cold=args.cold)
 
 
 if __name__ == "__main__":

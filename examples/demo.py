@@ -13,12 +13,14 @@ Run: make demo   (or: .venv/bin/python examples/demo.py [--duration 240] [--png 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,12 +123,15 @@ def cpu_step(cpu_ms: float) -> float:
 
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
-        clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer") -> bool:
+        clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
+        cold: bool = False) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
     scale-down after the step comes within minutes, not the shipped 3 hours), `policy` the
-    daemon's policy. True when the job kept up with the step."""
+    daemon's policy; `cold` starts the load only once the pipeline's query runs, and the watched
+    run with it (no start-up backlog: the pipeline measures the hot shares from the trickle).
+    True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
     job = "demo-orders"
@@ -162,14 +167,16 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         began = time.time()
         try:
             print("starting Spark (about 20 s)...")
+            if cold:
+                _await_query(pipeline, metrics_port, workdir)
             load.start()
-            while store.committed_batch(1) < 1:
+            while not cold and store.committed_batch(1) < 1:
                 if pipeline.poll() is not None:
                     raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
                 time.sleep(0.5)
             # The load ran while Spark started: let the job clear that backlog first, so the
             # watched run (and the step's clock) starts from a job that keeps up.
-            settle = time.monotonic() + 60
+            settle = time.monotonic() + (0 if cold else 60)
             while time.monotonic() < settle and not _keeps_up(probe, ages):
                 time.sleep(0.5)
             runner.start()
@@ -201,6 +208,20 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             after(Finished(prometheus.url, began, ended, config_path, timeline, decisions))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
     return kept_up
+
+
+def _await_query(pipeline: subprocess.Popen, metrics_port: int, workdir: Path, timeout_s: float = 180) -> None:
+    """Until the pipeline's query runs: its /metrics shows the cores it was started on."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pipeline.poll() is not None:
+            raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
+        with contextlib.suppress(OSError), \
+                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1) as response:
+            if b"autosizer_pipeline_cores " in response.read():
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"the pipeline's query did not start in {timeout_s:.0f} s: see {workdir / 'pipeline.log'}")
 
 
 def _keeps_up(probe: PrometheusCollector, ages: PrometheusCollector) -> bool:
