@@ -219,6 +219,8 @@ def main() -> None:
         parser.error(f"--keys must be at least 1, not {args.keys}")
     if args.memory is not None and not (args.memory > 0 and math.isfinite(args.memory)):
         parser.error(f"--memory must be seconds > 0, not {args.memory}")
+    if args.memory is not None and args.policy != "autosizer":
+        parser.error(f"--memory sets the autosizer policy's lull_memory_s; {args.policy} has none: drop it")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy, cold=args.cold)
 
