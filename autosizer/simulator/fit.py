@@ -34,6 +34,10 @@ FIT_QUERIES: dict[str, str] = {
     "high_watermark": "max by (topic, partition) (autosizer_pipeline_high_watermark{$selector})",
     # when the pipeline's probe read each watermark: Prometheus stamps it up to a scrape later
     "high_watermark_time": "max by (topic, partition) (autosizer_pipeline_high_watermark_time_seconds{$selector})",
+    # when Prometheus scraped each of those readings: a range query's points are its own steps,
+    # a constant phase off the scrapes
+    "high_watermark_scraped": ("max by (topic, partition) "
+                               "(timestamp(autosizer_pipeline_high_watermark_time_seconds{$selector}))"),
     "saturated_rate": "quantile(0.5, autosizer_pipeline_task_saturated_rate{$selector})",
     "service_cv": "max(autosizer_pipeline_service_cv{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
@@ -107,7 +111,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     first = _points(series.get("factor", ()))
     if first:
         settings["start_factor"] = int(first[0][1])
-    age = _metrics_age(series.get("high_watermark_time", ()))
+    age = _metrics_age(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if age is not None:
         settings["metrics_age_s"] = age
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
@@ -138,18 +142,33 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
     return tuple(known)
 
 
-def _metrics_age(read: Series) -> float | None:
+def _metrics_age(read: Series, scraped: Series = ()) -> float | None:
     """How old the watermarks a tick reads are, on the median: from the probe's read to the
-    scrape (a sample's time less the read time it holds), plus half the scrape interval (a query
-    gets the last scrape, from zero to one interval old). None without read times."""
+    scrape, plus half the scrape interval (a query gets the last scrape, from zero to one interval
+    old). None without read times.
+
+    The scrape is each reading's own stamp (`timestamp()`, `scraped`). A range query's point is
+    stamped with its step instead, which lies a constant phase after the scrape (both a second
+    apart); counted from there the phase was in the age twice: run 85's fit read 1.67 s where
+    the daemon's own ticks were 0.6 s behind their scrapes on the median. Runs saved without the
+    stamps keep that reading."""
+    stamps = {_key(labels): dict(points) for labels, points in scraped}
     ages, gaps = [], []
-    for _, points in read:
+    for labels, points in read:
         pairs = [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
+        when = stamps.get(_key(labels))
+        if when is not None:
+            pairs = [(when[t], v) for t, v in pairs if t in when and math.isfinite(when[t])]
+            pairs = sorted(set(pairs))  # one pair a scrape (a step repeats the last)
         ages += [t - v for t, v in pairs if t >= v]
         gaps += [b[0] - a[0] for a, b in zip(pairs, pairs[1:], strict=False) if b[0] > a[0]]
     if not ages or not gaps:
         return None
     return float(statistics.median(ages) + statistics.median(gaps) / 2)
+
+
+def _key(labels: Labels) -> tuple:
+    return tuple(sorted(labels.items()))
 
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:

@@ -65,4 +65,8 @@ def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_
     assert model.process_seconds == pytest.approx(1 / RATE, rel=0.05)
     assert model.process_cv == pytest.approx(CV, rel=0.25)  # the gauge: how each task strays batch to batch
     assert model.hot_shares_known_at_start == (True, True, True, False)
+    # Read every 0.2 s and scraped every second: about 0.1 s from read to scrape plus half the
+    # scrape interval, counted from each reading's scrape stamp. (From the range query's steps, a
+    # phase of up to a second came on top: run 85.)
+    assert 0.45 <= model.metrics_age_s <= 0.9, model.metrics_age_s  # the steps read 1.34 (0.53 here)
     assert model.hot_shares[4] == pytest.approx(np.full(4, 0.25))

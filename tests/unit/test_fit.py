@@ -152,6 +152,19 @@ def test_the_model_reads_the_input_as_old_as_the_run_read_it():
     assert fitted_run({**series, "high_watermark_time": []}, START, START + 59).job.metrics_age_s == 0.0
 
 
+def test_the_metrics_age_counts_from_each_readings_scrape_not_the_querys_step():
+    """A range query stamps its points with its steps, a constant phase after the scrapes: here
+    reads at .2, scrapes at .7 and steps at the whole second. Counted from the scrape stamps
+    (`timestamp()`), 0.5 s from read to scrape plus half the 1 s scrape interval is 1.0 s; from
+    the steps the phase counted twice (1.3 s, as run 85's fit read 1.67 s where the daemon's own
+    ticks were 0.6 s behind their scrapes)."""
+    series = run_series()
+    label = {"topic": "orders", "partition": "0"}
+    series["high_watermark_time"] = [(label, [(START + i + 1, START + i + 0.2) for i in range(60)])]
+    series["high_watermark_scraped"] = [(label, [(START + i + 1, START + i + 0.7) for i in range(60)])]
+    assert fitted_run(series, START, START + 59).job.metrics_age_s == pytest.approx(1.0)
+
+
 def test_the_service_times_noise_is_the_pipelines_own_measure_on_the_median():
     """`autosizer_pipeline_service_cv` (Admission.service_cv) over the run: its median, so the
     batches right after a rescale, whose tasks have one batch of history, do not move it; a run
