@@ -152,23 +152,14 @@ def _metrics_age(read: Series, scraped: Series = ()) -> float | None:
     apart); counted from there the phase was in the age twice: run 85's fit read 1.67 s where
     the daemon's own ticks were 0.6 s behind their scrapes on the median. Runs saved without the
     stamps keep that reading."""
-    stamps = {_key(labels): dict(points) for labels, points in scraped}
     ages, gaps = [], []
-    for labels, points in read:
+    for _, points in _restamped(read, scraped):  # one point a scrape (a step repeats the last)
         pairs = [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
-        when = stamps.get(_key(labels))
-        if when is not None:
-            pairs = [(when[t], v) for t, v in pairs if t in when and math.isfinite(when[t])]
-            pairs = sorted(set(pairs))  # one pair a scrape (a step repeats the last)
         ages += [t - v for t, v in pairs if t >= v]
         gaps += [b[0] - a[0] for a, b in zip(pairs, pairs[1:], strict=False) if b[0] > a[0]]
     if not ages or not gaps:
         return None
     return float(statistics.median(ages) + statistics.median(gaps) / 2)
-
-
-def _key(labels: Labels) -> tuple:
-    return tuple(sorted(labels.items()))
 
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:
@@ -199,7 +190,7 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
     load = np.zeros(seconds.size)
     if series.get("high_watermark"):
-        for _, points in _at_read_times(series["high_watermark"], series.get("high_watermark_time", ())):
+        for _, points in _restamped(series["high_watermark"], series.get("high_watermark_time", ())):
             marks = _resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True)
             load += np.diff(marks)  # the records that arrived in [s, s + 1)
     else:  # series saved before the watermark was fetched
@@ -211,13 +202,14 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
                   _resample(_points(series.get("processed_rate", ())), start, seconds))
 
 
-def _at_read_times(marks: Series, read: Series) -> Series:
-    """Each watermark placed at the time the pipeline's probe read it rather than at the sample's
-    time: a gauge holds a reading until the next scrape, so a step otherwise replays up to a
-    scrape interval late. A partition without read times keeps the samples' times."""
-    times = {partition_of(labels): dict(points) for labels, points in read}
+def _restamped(series: Series, stamps: Series) -> Series:
+    """Each point placed at the time `stamps` holds for its partition at the same step, once per
+    time: the watermarks at the times the pipeline's probe read them (a gauge holds a reading
+    until the next scrape, so a step otherwise replays up to a scrape interval late), and those
+    read times at their scrapes (`_metrics_age`). A partition without stamps keeps the steps."""
+    times = {partition_of(labels): dict(points) for labels, points in stamps}
     placed: Series = []
-    for labels, points in marks:
+    for labels, points in series:
         when = times.get(partition_of(labels), {})
         moved = sorted({(when[t], v) for t, v in points
                         if math.isfinite(when.get(t, math.nan)) and math.isfinite(v)})
