@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
-     [--cold] [--save run.json | --replay run.json]
+     [--cold] [--trace NAME [--day D]] [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -27,6 +27,11 @@ decision with the policy's details. `--policy` runs another built-in policy on b
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
 and `--duration 840` the step's end brings a scale-down within the run, run 82), and `--cold`
 starts the load only once the pipeline's query runs (no start-up backlog: run 84).
+`--trace NAME` plays one day (`--day`, default 1) of a real trace from the suite instead of the
+step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--duration 840`:
+750 s, 115x), its rates mapped onto 100-1,200/s. Printed besides: rescales, reversals within
+the pressed hour and task-seconds, real and simulated (real traffic's decisions, not only its
+lag: are the simulated rescale counts, on which the suite's goals rest, the real job's?).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from autosizer.policies import (  # noqa: E402
 )
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import FIT_QUERIES, _points, _resample, fetch, fitted_run  # noqa: E402
+from autosizer.simulator.traces import real_trace_names  # noqa: E402
 from examples import demo  # noqa: E402
 from examples.loadgen import factor_path  # noqa: E402
 
@@ -59,7 +65,7 @@ LOAD_WINDOW = "3s"
 QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})"}
 
 
-def compare(finished: demo.Finished, save: Path | None = None) -> None:
+def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[float, float] | None = None) -> None:
     start, end = finished.started, finished.ended
     # The load is read back from the high watermark's steps, second by second (fit.py); the
     # 3 s window only serves the partitions' shares.
@@ -73,12 +79,16 @@ def compare(finished: demo.Finished, save: Path | None = None) -> None:
     if save is not None:
         ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
-                                    "series": series, "rescales": rescales, "decisions": ticks}))
+                                    "series": series, "rescales": rescales, "decisions": ticks,
+                                    "phase": phase}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path, rescales)
+    replay(series, start, end, finished.config_path, rescales, phase)
 
 
-def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None) -> None:
+def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
+           phase: tuple[float, float] | None = None) -> None:
+    """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
+    demo's step by default), and with a trace the decisions' figures too."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -86,7 +96,9 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)))
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
-          f"{job.restart_downtime_s:.2f} s, metrics {job.metrics_age_s:.2f} s old, start factor "
+          f"{job.restart_downtime_s:.2f} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
+          f"{job.scrape_interval_s:g} s), {'' if job.overhead_known_at_start else 'batch cost not known at the start, '}"
+          f"start factor "
           f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
           f"{job.process_cv:.2f}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
@@ -95,12 +107,19 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
-    step_at, step_end = int(demo.STEP_AT), int(demo.STEP_AT + demo.STEP_S)
+    at, length = phase or (demo.STEP_AT, demo.STEP_S)
+    step_at, step_end = int(at), int(at + length)
     rows = [("lag integral (s x s)", real.sum(), sim.sum()), ("peak lag (s)", real.max(), sim.max()),
             ("seconds over 10 s", float((real > 10).sum()), float((sim > 10).sum())),
             ("  integral, before step", real[:step_at].sum(), sim[:step_at].sum()),
             ("  integral, the step", real[step_at:step_end].sum(), sim[step_at:step_end].sum()),
             ("  integral, after it", real[step_end:].sum(), sim[step_end:].sum())]
+    if phase is not None:  # a pressed day: its decisions, as the suite scores them
+        hour = length / 24
+        factors = (fitted.factor[:seconds], run.factor[:seconds])
+        rows += [("rescales", *(float(len(_changes(f))) for f in factors)),
+                 (f"reversals within {hour:.0f} s", *(float(_reversals(f, hour)) for f in factors)),
+                 ("task-seconds", *(float(f.sum()) * job.partitions for f in factors))]
     for name, r, s in rows:
         print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
     real_path, sim_path = factor_path(fitted.factor[:seconds]), factor_path(run.factor[:seconds])
@@ -128,6 +147,20 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
           f"{'met' if goal and same else 'missed'}{'' if same else ' (the paths differ)'}")
     capacity_check(fitted, _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size),
                                      step=True))
+
+
+def _changes(factor: np.ndarray) -> list[tuple[int, int]]:
+    """A factor path's rescales, as (second, +1 up or -1 down)."""
+    at = np.flatnonzero(np.diff(factor)) + 1
+    return [(int(t), int(np.sign(factor[t] - factor[t - 1]))) for t in at]
+
+
+def _reversals(factor: np.ndarray, within_s: float) -> int:
+    """Rescales that undo the one before within `within_s` (the suite's reversals within an hour,
+    on a pressed day's hour)."""
+    changes = _changes(factor)
+    return sum(1 for (a, up_a), (b, up_b) in zip(changes, changes[1:], strict=False)
+               if b - a < within_s and up_a != up_b)
 
 
 def _checked(down: bool) -> str:
@@ -206,12 +239,15 @@ def main() -> None:
                         help="start the load only once the pipeline's query runs: no start-up backlog, so "
                              "the pipeline measures the hot shares from the trickle and the replay learns "
                              "them from 200 records a partition")
+    parser.add_argument("--trace", choices=real_trace_names(),
+                        help="play one day of this real trace instead of the step, pressed into the run")
+    parser.add_argument("--day", type=int, default=1, help="which day of --trace, from 0 (default 1)")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
         config.write_text(saved["config"])
-        replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"))
+        replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
@@ -221,8 +257,18 @@ def main() -> None:
         parser.error(f"--memory must be seconds > 0, not {args.memory}")
     if args.memory is not None and args.policy != "autosizer":
         parser.error(f"--memory sets the autosizer policy's lull_memory_s; {args.policy} has none: drop it")
-    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save), high=args.high,
-             shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy, cold=args.cold)
+    profile, phase = None, None
+    if args.trace:
+        if args.shape != "step":
+            parser.error(f"--trace replaces the step's shape: drop --shape {args.shape}")
+        phase = (demo.STEP_AT, args.duration - demo.STEP_AT - 60)
+        try:
+            profile = demo.day_of_trace(args.trace, args.day, phase[1], args.high or demo.HIGH)
+        except ValueError as err:
+            parser.error(f"--trace/--day/--duration: {err}")
+    demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
+             shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
+             cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,34 @@ def load_at(elapsed: float, high: float, shape: str = "step") -> float:
     return high
 
 
+def day_of_trace(name: str, day: int, span_s: float, high: float) -> Callable[[float], float]:
+    """One day of a suite trace (`autosizer simulate --trace NAME`) as the watched run's load:
+    its 24 hours pressed into `span_s` seconds from STEP_AT, its rates mapped linearly from
+    [0, the day's busiest second] onto [LOW, high], LOW outside. Real traffic's shape (nyc-flights'
+    morning rise and hourly banks) through the real job, at the demo's scale."""
+    from autosizer.simulator.traces import load_trace
+    from autosizer.simulator.workloads import DAY
+
+    rate = load_trace(name).workload.rate
+    days = rate.size // DAY
+    if not 0 <= day < days:
+        raise ValueError(f"day must be 0 to {days - 1} for trace {name!r}, not {day!r}")
+    if not span_s >= 60:
+        raise ValueError(f"the day needs at least 60 s of the run, not {span_s:g}: run longer")
+    today = rate[day * DAY:(day + 1) * DAY]
+    if today.max() <= 0:
+        raise ValueError(f"day {day} of trace {name!r} has no input: pick another day")
+    scaled = LOW + (high - LOW) * today / today.max()
+
+    def load(elapsed: float) -> float:
+        into = elapsed - STEP_AT
+        if not 0 <= into < span_s:
+            return LOW
+        return float(scaled[min(DAY - 1, int(into / span_s * DAY))])
+
+    return load
+
+
 def cpu_step(cpu_ms: float) -> float:
     """CPU-bound work's step: 1.5x what the 2 cores can do at best, so the job falls behind at
     every factor and the policy must judge its scale-ups by the throughput it measures while
@@ -124,13 +152,15 @@ def cpu_step(cpu_ms: float) -> float:
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
-        cold: bool = False) -> bool:
+        cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
     scale-down after the step comes within minutes, not the shipped 3 hours), `policy` the
     daemon's policy; `cold` starts the load only once the pipeline's query runs, and the watched
     run with it (no start-up backlog: the pipeline measures the hot shares from the trickle).
+    `profile` replaces the shape's load (orders/s at each second of the watched run, as
+    `day_of_trace` makes), its high phase `phase_s` long from STEP_AT.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -182,7 +212,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             runner.start()
             began = time.time()
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
-            watch(store, load, probe, duration, timeline, high=step, shape=shape)
+            watch(store, load, probe, duration, timeline,
+                  profile or (lambda elapsed: load_at(elapsed, step, shape)))
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
@@ -192,7 +223,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             if runner.is_alive():
                 print("\nstopping the daemon (it finishes a rescale in progress first)...")
                 runner.join(300)
-            kept_up, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+            kept_up, verdict = keep_up_verdict(timeline, STEP_AT, phase_s)
             print(f"\n{verdict}")
             decisions = DecisionJournal(store).last(500)
             for judged in _judgements(decisions):
@@ -280,11 +311,12 @@ def last_decision(journal: DecisionJournal) -> str:
 
 
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
-          timeline: list[dict], high: float = HIGH, shape: str = "step") -> None:
-    """Step the load; once a second, read the job from Prometheus and show it with the last decision."""
+          timeline: list[dict], profile: Callable[[float], float]) -> None:
+    """Set the load to `profile`'s rate each second; read the job from Prometheus and show it
+    with the last decision."""
     journal, began = DecisionJournal(store), time.monotonic()
     while (elapsed := time.monotonic() - began) < duration:
-        load.set_rate(load_at(elapsed, high, shape))
+        load.set_rate(profile(elapsed))
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,

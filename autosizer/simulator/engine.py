@@ -73,6 +73,8 @@ class _Block:
     task_totals: list[list[float]]
     marks: np.ndarray  # (ticks, partitions): each partition's high watermark as each tick reads it
     marks_age: np.ndarray  # (ticks,): how long before the tick's end each of those was read
+    overhead_tick: float = math.inf  # the first tick whose metrics show a saturated batch's fixed cost
+    cut: np.ndarray | None = None  # (ticks,): a drain at the tick's end cuts a batch still at work
 
 
 @njit(cache=True, nogil=True)
@@ -215,7 +217,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
     commits its work `latency_s` after the last queue stops, and the next may start
-    `overhead_s` after it (or at the commit, if later). Lag only moves at commits."""
+    `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
+    when the first saturated batch (a queue left records it had read) committed, inf with none,
+    and per tick whether a drain at its end would cut a batch still at work: the pipeline
+    measures a batch's fixed cost only from a batch that left records, and a drained one does."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -225,11 +230,13 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     idle = np.zeros((partitions, 2))
     s = 0  # the next second to sample
     before, committed = 0.0, -np.inf  # the last commit (absolute), and the oldest arrival until it
+    saturated = np.inf
+    cut = np.zeros(ticks, dtype=np.bool_)
     start = float(down_s)
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start)
-        work, admitted = 0.0, 0.0
+        work, admitted, full = 0.0, 0.0, False
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
@@ -241,6 +248,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 ready = arrivals[p, q] * max(0.0, end - x[p, q])
                 admitted += ready
                 done[p, q] = min(ready, capacity[k, p, q] * batch_s)
+                full = full or done[p, q] < ready - 1e-9
                 work = max(work, done[p, q] / capacity[k, p, q])
         if admitted <= 1e-9:
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
@@ -257,10 +265,17 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
                               x_drained, flight)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed)
+            if (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain at the tick's end comes
+                for p in range(partitions):
+                    for q in range(2):
+                        if flight[p, q] < done[p, q] - 1e-9:
+                            cut[(s + 1) // tick - 1] = True
             s += 1
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
         kc = min(int(commit) // tick, ticks - 1)
+        if full and saturated == np.inf:
+            saturated = commit
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
         for p in range(partitions):
             for q in range(2):
@@ -273,7 +288,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                           idle)
         lag_seconds[s] = _mean_age(s, t0, arrived, before, committed)
         s += 1
-    return lag_records, lag_seconds, x_end, ages, processed, x_drained
+    return lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut
 
 
 class _Model:
@@ -281,6 +296,8 @@ class _Model:
         self.job = job
         self.tick = tick_s
         self.window = window_s
+        # the seconds Prometheus' rate() averages: the samples' span inside the window
+        self.span = max(1, window_s - int(round(job.scrape_interval_s)))
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
@@ -291,6 +308,8 @@ class _Model:
         known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
         self.shares_known = known | (not job.batch_seconds)
         self.hot_table = self._shown_shares()
+        # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
+        self.overhead_known = job.overhead_known_at_start or not job.batch_seconds
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
@@ -321,14 +340,17 @@ class _Model:
         noise = 1.0 + spread * self.rng.standard_normal((ticks, job.partitions, 2))
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
+        overhead_tick, cut = math.inf, np.zeros(ticks, dtype=bool)
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
         elif job.batch_seconds:
-            lag_records, lag_seconds, x_end, ages, processed, x_drained = _batches(
+            lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead)
+            if saturated < math.inf:  # its commit, then as old as the tick's metrics
+                overhead_tick = math.ceil((saturated + self.age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
@@ -337,9 +359,11 @@ class _Model:
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
         if self.age:
             lag_end, ages = self._aged(t0, seen, lag_end, ages, lag_records, lag_seconds, past, arrivals)
-        return self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
-                             (x_end, x_drained), ages, processed / tick, task_cap,
-                             (self.cum[seen][:, None] * self.weights, now - seen))
+        block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
+                              (x_end, x_drained), ages, processed / tick, task_cap,
+                              (self.cum[seen][:, None] * self.weights, now - seen))
+        block.overhead_tick, block.cut = overhead_tick, cut
+        return block
 
     def _aged(self, t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
               lag_seconds: np.ndarray, past: tuple[np.ndarray, np.ndarray] | None,
@@ -363,9 +387,10 @@ class _Model:
 
     def observed_input(self, now: np.ndarray) -> np.ndarray:
         """(ticks, P): the input each tick reads, as Prometheus' `rate()` over the daemon's window
-        computes it from the high watermark: the mean over the last `window` seconds (fewer at
-        the start). A tick's own mean would show a step a window early and at full height."""
-        since = np.maximum(0, now - self.window)
+        computes it from the high watermark: the mean over the span of the window's samples, the
+        window less a scrape interval (fewer at the start). A tick's own mean would show a step a
+        window early and at full height."""
+        since = np.maximum(0, now - self.span)
         return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.weights
 
     def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, positions, ages, processed,
@@ -422,6 +447,7 @@ class _Model:
         t, t_totals = block.task_columns, block.task_totals[k]
         shares = self.hot_table  # what batches before this tick measured: this tick's show next
         self._learn_shares(int(time))
+        self.overhead_known = self.overhead_known or k >= block.overhead_tick
         return Observation(
             time, factor,
             PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
@@ -429,7 +455,11 @@ class _Model:
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
-            saturated_rate=self.job.task_rate(factor), hot_shares=shares, duty=self.job.duty(factor),
+            saturated_rate=self.job.task_rate(factor), hot_shares=shares,
+            # until the pipeline measures a batch's fixed cost the daemon reads none (duty 1): run
+            # 87 never saturated a batch, and its daemon held 2 where the replay, told the cost,
+            # went to 4
+            duty=self.job.duty(factor) if self.overhead_known else 1.0,
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
@@ -538,6 +568,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 elif target > factor:
                     backoff = Backoff()
             run.rescales.append(Rescale(now, factor, target, reason))
+            # a drained batch that left records shows the pipeline its fixed cost (runs 88 and 89
+            # first exported it a second after their first rescale; run 87's drain found the
+            # batch done and never did)
+            model.overhead_known = model.overhead_known or bool(block.cut is not None and block.cut[k])
             kept = (k + 1) * tick
             # The drain commits what the batch in flight did by now; then a new layout resumes
             # every bucket from its partition's slowest position (the pipeline skips what faster buckets did;

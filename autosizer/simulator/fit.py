@@ -96,6 +96,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
         settings["hot_share_table_measured"] = tuple(tuple(float(v) for v in row) for row in table)
         settings["hot_shares_known_at_start"] = _shares_known_at_start(series, index)
     settings.update(_overhead(series, len(partitions)))
+    settings["overhead_known_at_start"] = _overhead_known_at_start(series)
     latency = _median(series.get("commit_latency", ()))
     if latency is not None:
         settings["commit_latency_s"] = latency
@@ -114,6 +115,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     age = _metrics_age(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if age is not None:
         settings["metrics_age_s"] = age
+    gaps = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))[1]
+    if gaps:  # rate() averages the samples' span: the window less this
+        settings["scrape_interval_s"] = float(statistics.median(gaps))
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
 
 
@@ -142,6 +146,15 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
     return tuple(known)
 
 
+def _overhead_known_at_start(series: Mapping[str, Series]) -> bool:
+    """Did the run's first sample already show a batch's fixed cost? The pipeline measures it
+    only from a saturated batch, so the demo's runs learned it at their step (35-38 s in runs
+    72-86) and run 87, which never fell a batch behind, not at all: its daemon's duty was 1
+    throughout, which the model must show it too."""
+    first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
+    return any(t <= first for t, v in _points(series.get("overhead", ()))[:1] if v >= 0)
+
+
 def _metrics_age(read: Series, scraped: Series = ()) -> float | None:
     """How old the watermarks a tick reads are, on the median: from the probe's read to the
     scrape, plus half the scrape interval (a query gets the last scrape, from zero to one interval
@@ -152,14 +165,20 @@ def _metrics_age(read: Series, scraped: Series = ()) -> float | None:
     apart); counted from there the phase was in the age twice: run 85's fit read 1.67 s where
     the daemon's own ticks were 0.6 s behind their scrapes on the median. Runs saved without the
     stamps keep that reading."""
+    ages, gaps = _scrapes(read, scraped)
+    if not ages or not gaps:
+        return None
+    return float(statistics.median(ages) + statistics.median(gaps) / 2)
+
+
+def _scrapes(read: Series, scraped: Series) -> tuple[list[float], list[float]]:
+    """Each scrape's age of the watermark reading it holds, and the gaps between scrapes."""
     ages, gaps = [], []
     for _, points in _restamped(read, scraped):  # one point a scrape (a step repeats the last)
         pairs = [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
         ages += [t - v for t, v in pairs if t >= v]
         gaps += [b[0] - a[0] for a, b in zip(pairs, pairs[1:], strict=False) if b[0] > a[0]]
-    if not ages or not gaps:
-        return None
-    return float(statistics.median(ages) + statistics.median(gaps) / 2)
+    return ages, gaps
 
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:

@@ -51,6 +51,11 @@ class JobModel:
     # and lag, Prometheus scrapes them later, and the daemon's query gets the last scrape.
     # 0: read as it happens.
     metrics_age_s: float = 0.0
+    # Prometheus' scrape interval. `rate()` over the daemon's window averages the samples inside
+    # it, which span one interval less than the window, and scales that mean to the window's
+    # edges: a tick reads the input over window - interval (runs 83-88 read closest to the
+    # real ticks that way). 0: over the whole window (the trace suite's idealized reading).
+    scrape_interval_s: float = 0.0
     # After a scale-down the actuator watches the lag this long before it calls the rescale done
     # (and rolls back a layout that falls behind): the daemon ticks again only after it. The
     # shipped actuator's `verify_window_s`; run 82's 8 -> 1 kept the daemon 30.8 s.
@@ -78,6 +83,10 @@ class JobModel:
     # batch had read MIN_SHARE_READ of its records). Empty: known wherever the run had input
     # before its start (the job runs before second 0).
     hot_shares_known_at_start: tuple[bool, ...] = ()
+    # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
+    # from a saturated batch (one that left records it read), and until then the daemon's duty
+    # is 1. A job that has run long has; a fitted run says (the demo's learned it at its step).
+    overhead_known_at_start: bool = True
 
     def __post_init__(self) -> None:
         checks = {
@@ -88,6 +97,7 @@ class JobModel:
             "cores": self.cores >= 1,
             "restart_downtime_s": self.restart_downtime_s >= 0,
             "metrics_age_s": self.metrics_age_s >= 0,
+            "scrape_interval_s": self.scrape_interval_s >= 0,
             "verify_window_s": self.verify_window_s >= 0,
             "partition_limit": self.partition_limit > 0,
             "tasks_per_slot": self.tasks_per_slot >= 1,
@@ -113,6 +123,9 @@ class JobModel:
                 for row in table)):
             raise ValueError(f"job setting hot_share_table_measured needs {self.partitions} rows of "
                              f"{len(FACTORS)} shares in (0, 1], one per factor 1..1024")
+        if not isinstance(self.overhead_known_at_start, bool):
+            raise ValueError(f"job setting overhead_known_at_start needs true or false, not "
+                             f"{self.overhead_known_at_start!r}")
         known = self.hot_shares_known_at_start
         if known and (len(known) != self.partitions or not all(isinstance(k, bool) for k in known)):
             raise ValueError(f"job setting hot_shares_known_at_start needs {self.partitions} booleans "

@@ -33,3 +33,31 @@ def test_keeping_up_counts_the_lag_against_the_input_of_the_last_two_seconds():
     timeline[100]["lag"] = 10_000.0  # 60 s after the step: ten seconds of the trickle and more
     ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
     assert "lag back under 2 s of input 71 s after the step" in verdict
+
+
+def test_a_day_of_a_real_trace_is_pressed_into_the_high_phase_between_low_and_high():
+    """nyc-flights' second day: no departures in the small hours (LOW), the morning's first bank
+    some way in, the busiest second at HIGH, LOW again once the pressed day is over."""
+    from autosizer.simulator.traces import load_trace
+    from autosizer.simulator.workloads import DAY
+    from examples.demo import day_of_trace
+
+    span = 720.0
+    load = day_of_trace("nyc-flights", 1, span, HIGH)
+    seconds = [load(STEP_AT + s / 10) for s in range(int(span * 10))]
+    assert load(0) == load(STEP_AT + span) == LOW
+    day = load_trace("nyc-flights").workload.rate[DAY:2 * DAY]
+    assert min(seconds) == LOW and max(seconds) <= HIGH
+    assert load(STEP_AT + (int(day.argmax()) + 0.5) * span / DAY) == pytest.approx(HIGH)
+    for hour in (3, 10, 17):  # the trace's own rate at that hour, mapped
+        expected = LOW + (HIGH - LOW) * day[hour * 3600] / day.max()
+        assert load(STEP_AT + hour * span / 24) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("day", "span", "fix"), [(7, 720.0, "day must be 0 to 6"), (-1, 720.0, "day must be"),
+                                                  (1, 30.0, "run longer")])
+def test_a_day_outside_the_trace_or_a_run_too_short_is_refused_by_name(day, span, fix):
+    from examples.demo import day_of_trace
+
+    with pytest.raises(ValueError, match=fix):
+        day_of_trace("nyc-flights", day, span, HIGH)

@@ -7,6 +7,7 @@ import pytest
 
 from autosizer.elasticity import FACTORS
 from autosizer.simulator.fit import fit_job, fitted_run, write_trace
+from autosizer.simulator.job import JobModel
 from autosizer.simulator.traces import load_trace
 
 START = 1_700_000_000.0
@@ -165,6 +166,18 @@ def test_the_metrics_age_counts_from_each_readings_scrape_not_the_querys_step():
     assert fitted_run(series, START, START + 59).job.metrics_age_s == pytest.approx(1.0)
 
 
+def test_the_scrape_interval_is_the_median_gap_between_scrapes():
+    """Scrapes 2 s apart (one late by half a second): the interval is 2 s, which the model takes
+    off the rate window (Prometheus' rate() averages its samples' span)."""
+    series = run_series()
+    label = {"topic": "orders", "partition": "0"}
+    stamps = [START + 2 * i + (0.5 if i == 7 else 0.0) for i in range(30)]
+    series["high_watermark_time"] = [(label, [(START + i, START + i - 0.3) for i in range(60)])]
+    series["high_watermark_scraped"] = [(label, [(START + i, stamps[i // 2]) for i in range(60)])]
+    assert fitted_run(series, START, START + 59).job.scrape_interval_s == pytest.approx(2.0)
+    assert fit_job(run_series()).scrape_interval_s == 0.0  # no read times: the window itself
+
+
 def test_the_service_times_noise_is_the_pipelines_own_measure_on_the_median():
     """`autosizer_pipeline_service_cv` (Admission.service_cv) over the run: its median, so the
     batches right after a rescale, whose tasks have one batch of history, do not move it; a run
@@ -185,3 +198,15 @@ def test_the_run_says_which_partitions_hot_shares_were_measured_when_it_began():
     job = fit_job(series)
     assert job.hot_shares_known_at_start == (True, False)
     assert fit_job(run_series()).hot_shares_known_at_start == (False, False)  # both read at the end
+
+
+def test_the_run_says_whether_a_batchs_cost_was_measured_when_it_began():
+    """The pipeline exports a batch's fixed cost once a batch saturated: in the run's first
+    sample after a start-up backlog, at the step in the demo's runs, never in one that kept up."""
+    assert fit_job(run_series()).overhead_known_at_start is True
+    series = run_series()
+    series["overhead"] = [(labels, points[20:]) for labels, points in series["overhead"]]
+    assert fit_job(series).overhead_known_at_start is False
+    series["overhead"] = []
+    job = fit_job(series)
+    assert job.overhead_known_at_start is False and job.batch_overhead_s == JobModel().batch_overhead_s

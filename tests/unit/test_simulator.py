@@ -490,6 +490,57 @@ def test_which_partitions_shares_were_known_at_the_start_is_one_boolean_a_partit
         JobModel(partitions=2, hot_shares_known_at_start=(1, 0))
 
 
+def test_a_tick_reads_the_input_over_the_span_of_the_windows_scrapes():
+    """Prometheus' rate() over a 10 s window of 1 s scrapes averages the 9 s its samples span
+    and scales that to the window: a step 5 s before the tick reads 5/9 of the way up, not 5/10
+    (runs 83-88: the real ticks' input read closest to the load this way, and run 86's
+    `utilization` replay took the real 1 -> 4 on the step's first tick where it had gone 1 -> 2)."""
+    seen: dict[int, list[float]] = {}
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.setdefault(scrape, []).append(observation.input_rate)
+            return super().decide(observation, state)
+
+    step = workloads.step(before=100, after=1000, at=30, seconds=60, noise=0)
+    for scrape in (0.0, 1.0, 3.0):
+        simulate(step, JobModel(partitions=4, scrape_interval_s=scrape), Watch(1), tick_s=5, window_s=10)
+    at_35 = {scrape: rates[7] for scrape, rates in seen.items()}  # ticks at -5 (lead-in), 0, 5, ...
+    assert at_35 == pytest.approx({0.0: 550.0, 1.0: (4 * 100 + 5 * 1000) / 9, 3.0: (2 * 100 + 5 * 1000) / 7})
+    with pytest.raises(ValueError, match="scrape_interval_s"):
+        JobModel(scrape_interval_s=-1.0)
+
+
+def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
+    """The pipeline measures a batch's fixed cost only from a batch that left records it read,
+    and the daemon's duty is 1 until then (run 87, nyc-flights pressed into 12 minutes, never
+    fell a batch behind: its daemon held factor 2 on 782/s where the replay, shown the cost,
+    read 652/s and went to 4). A job that has measured it shows it from the first tick."""
+    seen: list[tuple[float, float]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.duty))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.5)
+    step = workloads.step(before=100, after=1200, at=30, seconds=90, noise=0)  # factor 1 takes ~390/s
+    simulate(step, job, Watch(1), tick_s=5)
+    assert [duty for _, duty in seen] == pytest.approx([job.duty(1)] * len(seen))
+    seen.clear()
+    simulate(step, dataclasses.replace(job, overhead_known_at_start=False), Watch(1), tick_s=5)
+    unknown = [time for time, duty in seen if duty == 1.0]
+    assert unknown == [time for time, _ in seen[:len(unknown)]]  # from the start, then never again
+    assert 30 <= max(unknown) < 45  # until the step, whose first batch saturates
+    assert all(duty == pytest.approx(job.duty(1)) for _, duty in seen[len(unknown):])
+    seen.clear()
+    simulate(workloads.constant(100, seconds=90, noise=0), dataclasses.replace(job, overhead_known_at_start=False),
+             Watch(1), tick_s=5)
+    assert {duty for _, duty in seen} == {1.0}  # a job that keeps up never measures it
+    with pytest.raises(ValueError, match="overhead_known_at_start needs true or false"):
+        JobModel(overhead_known_at_start=1)
+
+
 class Scripted:
     """Wants `first` until `at`, then `then`; remembers when it was asked (the daemon's ticks)."""
 
@@ -501,6 +552,30 @@ class Scripted:
     def decide(self, observation, state=None):
         self.asked.append(observation.time)
         return Decision(self.then if observation.time >= self.at else self.first, "scripted"), state
+
+
+def test_a_drain_that_cuts_a_batch_at_work_shows_the_batch_cost_a_trickle_does_not():
+    """A drained batch that left records is a saturated one to the pipeline, which measures the
+    fixed cost from it (runs 88 and 89 first exported it a second after their first rescale,
+    with the job busy). At 95% of factor 1's capacity a batch is at work at almost any moment;
+    at 10% it is done long before the next whole second."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.3,
+                   restart_downtime_s=0.5, overhead_known_at_start=False)
+    capacity = 4 * 100 * job.duty(1)
+    duties: list[tuple[float, float]] = []
+
+    class Watch(Scripted):
+        def decide(self, observation, state=None):
+            duties.append((observation.time, observation.duty))
+            return super().decide(observation, state)
+
+    for load, shown in ((0.95 * capacity, job.duty(2)), (0.1 * capacity, 1.0)):
+        duties.clear()
+        run = simulate(workloads.constant(load, seconds=90, noise=0), job, Watch(1, 2, at=30),
+                       Guards(cooldown_s=0), tick_s=5)
+        assert [(r.time, r.new) for r in run.rescales] == [(30, 2)]
+        assert {duty for time, duty in duties if time <= 30} == {1.0}  # no batch saturated before
+        assert [duty for time, duty in duties if time > 30] == pytest.approx([shown] * sum(t > 30 for t, _ in duties))
 
 
 def checked_job(**settings) -> JobModel:
