@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--metrics-age", type=float, metavar="S",
                      help="how old the metrics each decision reads are, in seconds: about half the "
                           "scrape interval plus 1 (default 0: as they happen)")
+    job.add_argument("--scrape-interval", type=float, metavar="S",
+                     help="Prometheus' scrape interval: rate() averages the samples in the window, "
+                          "so a decision reads the input over the window less this (default: the "
+                          "trace's, else 0: the whole window)")
     job.add_argument("--verify-window", type=float, metavar="S",
                      help="the actuator's lag check after a scale-down, in seconds: the daemon waits "
                           "it out and rolls back a layout that falls behind (default: the trace's, "
@@ -100,11 +104,15 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
     if args.metrics_age is not None and not (math.isfinite(args.metrics_age) and args.metrics_age >= 0):
         raise ValueError(f"--metrics-age must be finite seconds >= 0 (about half the scrape interval "
                          f"plus 1), not {args.metrics_age!r}")
+    if args.scrape_interval is not None and not (math.isfinite(args.scrape_interval) and args.scrape_interval >= 0):
+        raise ValueError(f"--scrape-interval must be finite seconds >= 0 (Prometheus' scrape_interval, "
+                         f"less than the rate --window), not {args.scrape_interval!r}")
     if args.verify_window is not None and not (math.isfinite(args.verify_window) and args.verify_window >= 0):
         raise ValueError(f"--verify-window must be finite seconds >= 0 (the actuator's verify_window_s, "
                          f"30 shipped; 0 leaves the check out), not {args.verify_window!r}")
     overrides = {"partitions": args.partitions, "cpu_fraction": args.cpu_fraction,
                  "metrics_age_s": args.metrics_age, "verify_window_s": args.verify_window,
+                 "scrape_interval_s": args.scrape_interval,
                  "cores": args.cores, "restart_downtime_s": args.downtime,
                  "start_factor": args.start_factor,
                  "process_seconds": args.process_ms / 1000 if args.process_ms else None}

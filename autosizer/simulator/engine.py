@@ -513,6 +513,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     window = 2 * int(tick_s) if window_s is None else int(window_s)
     if window < 1:
         raise ValueError(f"the rate window must be >= 1 s, not {window_s!r}")
+    if job.scrape_interval_s >= window:
+        raise ValueError(f"scrape_interval_s {job.scrape_interval_s:g} must be less than the {window} s rate "
+                         f"window: rate() needs two samples in it (a longer window, or a shorter scrape)")
     guards = guards or Guards()
     tick = int(tick_s)
     total = workload.seconds // tick * tick

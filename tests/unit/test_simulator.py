@@ -264,6 +264,23 @@ def test_simulate_command_reads_metrics_as_old_as_asked(capsys):
         assert "--metrics-age must be finite seconds >= 0" in capsys.readouterr().err
 
 
+def test_simulate_command_reads_the_window_less_a_scrape_interval(capsys):
+    """`--scrape-interval 5` with a 10 s window: the step's first tick reads the input over 5 s,
+    so `utilization`, which sizes on what one tick shows, sees the step sooner and fuller and
+    goes there in one rescale instead of two."""
+    rows = {}
+    for scrape in ("0", "5"):
+        assert main(["simulate", "--trace", "step-up", "--scrape-interval", scrape, "--window", "10",
+                     "--tick", "5", "--policy", "utilization", "--json"]) == 0
+        rows[scrape] = json.loads(capsys.readouterr().out)[0]
+    assert (rows["0"]["rescales"], rows["5"]["rescales"]) == (2, 1)
+    for bad in ("-1", "nan", "inf"):
+        assert main(["simulate", "--trace", "step-up", "--scrape-interval", bad]) == 2
+        assert "--scrape-interval must be finite seconds >= 0" in capsys.readouterr().err
+    assert main(["simulate", "--trace", "step-up", "--scrape-interval", "30", "--window", "30"]) == 2
+    assert "must be less than the 30 s rate window" in capsys.readouterr().err
+
+
 def test_simulate_command_refuses_bad_input_in_one_line(capsys):
     assert main(["simulate", "--workload", "constant", "--param", "rate"]) == 2
     assert "--param takes KEY=VALUE" in capsys.readouterr().err
