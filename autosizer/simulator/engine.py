@@ -359,6 +359,8 @@ class _Model:
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
         if self.age:
             lag_end, ages = self._aged(t0, seen, lag_end, ages, lag_records, lag_seconds, past, arrivals)
+        if job.lag_probe_age_s:  # the gauge: an older watermark less the positions the last commit left
+            lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                               (x_end, x_drained), ages, processed / tick, task_cap,
                               (self.cum[seen][:, None] * self.weights, now - seen))

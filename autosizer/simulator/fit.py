@@ -115,9 +115,11 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     age = _metrics_age(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if age is not None:
         settings["metrics_age_s"] = age
-    gaps = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))[1]
+    ages, gaps = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if gaps:  # rate() averages the samples' span: the window less this
         settings["scrape_interval_s"] = float(statistics.median(gaps))
+    if ages and series.get("high_watermark_scraped"):  # from the scrape stamps only: steps add a phase
+        settings["lag_probe_age_s"] = float(statistics.median(ages))
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
 
 

@@ -56,6 +56,11 @@ class JobModel:
     # edges: a tick reads the input over window - interval (runs 83-88 read closest to the
     # real ticks that way). 0: over the whole window (the trace suite's idealized reading).
     scrape_interval_s: float = 0.0
+    # How long before the scrape the pipeline's probe read the high watermark that its backlog
+    # gauge (`lag_records`) subtracts the committed positions from: the commits in between come
+    # off the gauge (runs 87-91: the real ticks' backlog read 28-100 records below the model's on
+    # the median, while the lag in seconds agreed). 0: both read at once.
+    lag_probe_age_s: float = 0.0
     # After a scale-down the actuator watches the lag this long before it calls the rescale done
     # (and rolls back a layout that falls behind): the daemon ticks again only after it. The
     # shipped actuator's `verify_window_s`; run 82's 8 -> 1 kept the daemon 30.8 s.
@@ -98,6 +103,7 @@ class JobModel:
             "restart_downtime_s": self.restart_downtime_s >= 0,
             "metrics_age_s": self.metrics_age_s >= 0,
             "scrape_interval_s": self.scrape_interval_s >= 0,
+            "lag_probe_age_s": self.lag_probe_age_s >= 0,
             "verify_window_s": self.verify_window_s >= 0,
             "partition_limit": self.partition_limit > 0,
             "tasks_per_slot": self.tasks_per_slot >= 1,
