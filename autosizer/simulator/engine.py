@@ -459,8 +459,7 @@ class _Model:
             since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
             # until the pipeline measures a batch's fixed cost the daemon reads none (duty 1): run
-            # 87 never saturated a batch, and its daemon held 2 where the replay, told the cost,
-            # went to 4
+            # 89's replay, shown the cost from the start, held 4 where the real job went to 8
             duty=self.job.duty(factor) if self.overhead_known else 1.0,
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick
@@ -573,9 +572,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 elif target > factor:
                     backoff = Backoff()
             run.rescales.append(Rescale(now, factor, target, reason))
-            # a drained batch that left records shows the pipeline its fixed cost (runs 88 and 89
-            # first exported it a second after their first rescale; run 87's drain found the
-            # batch done and never did)
+            # a drained batch that left records shows the pipeline its fixed cost (runs 88, 89 and
+            # 91 first exported it a second after their first rescale; run 87 never did)
             model.overhead_known = model.overhead_known or bool(block.cut is not None and block.cut[k])
             kept = (k + 1) * tick
             # The drain commits what the batch in flight did by now; then a new layout resumes

@@ -150,9 +150,10 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
 
 def _overhead_known_at_start(series: Mapping[str, Series]) -> bool:
     """Did the run's first sample already show a batch's fixed cost? The pipeline measures it
-    only from a saturated batch, so the demo's runs learned it at their step (35-38 s in runs
-    72-86) and run 87, which never fell a batch behind, not at all: its daemon's duty was 1
-    throughout, which the model must show it too."""
+    only from a batch that left records (overran its deadline, or was cut at work by a drain),
+    so the demo's runs learned it at their step or first rescale (35-38 s in runs 72-86, a
+    second after the first drain in runs 88, 89 and 91) and run 87 not at all: until then the
+    daemon's duty is 1, and the model's must be too."""
     first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
     return any(t <= first for t, v in _points(series.get("overhead", ()))[:1] if v >= 0)
 

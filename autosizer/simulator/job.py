@@ -89,8 +89,9 @@ class JobModel:
     # before its start (the job runs before second 0).
     hot_shares_known_at_start: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
-    # from a saturated batch (one that left records it read), and until then the daemon's duty
-    # is 1. A job that has run long has; a fitted run says (the demo's learned it at its step).
+    # from a batch that left records it read (overran its deadline, or was cut at work by a
+    # drain), and until then the daemon's duty is 1. A job that has run long has; a fitted run
+    # says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
 
     def __post_init__(self) -> None:
