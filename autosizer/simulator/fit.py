@@ -138,7 +138,7 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
     begins with the pipeline may not have them yet (run 66, before small batches were summed,
     had none until its step; runs 72-80 had them from the start): the model is told, not left
     to guess."""
-    first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
+    first = _first_sample(series)
     known = [False] * len(index)
     for labels, points in series.get("hot_share", ()):
         i = index.get(partition_of(labels))
@@ -148,13 +148,18 @@ def _shares_known_at_start(series: Mapping[str, Series], index: Mapping[Any, int
     return tuple(known)
 
 
+def _first_sample(series: Mapping[str, Series]) -> float:
+    """When the run's first sample was taken: the earliest input rate point (inf with none)."""
+    return min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
+
+
 def _overhead_known_at_start(series: Mapping[str, Series]) -> bool:
     """Did the run's first sample already show a batch's fixed cost? The pipeline measures it
     only from a batch that left records (overran its deadline, or was cut at work by a drain),
     so the demo's runs learned it at their step or first rescale (35-38 s in runs 72-86, a
     second after the first drain in runs 88, 89 and 91) and run 87 not at all: until then the
     daemon's duty is 1, and the model's must be too."""
-    first = min((t for _, points in series.get("input_rate", ()) for t, _ in points[:1]), default=math.inf)
+    first = _first_sample(series)
     return any(t <= first for t, v in _points(series.get("overhead", ()))[:1] if v >= 0)
 
 
