@@ -8,6 +8,7 @@ the same processes everywhere. Each one is stopped by `stop()` (or a `with` bloc
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -20,9 +21,39 @@ from typing import Any
 
 import redis
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PICK = 10000  # above the well-known and registered servers' usual ports
+_pick = random.SystemRandom()  # not the global `random`, which tests may seed
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _binds(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port free now, picked below the kernel's ephemeral range. A port from inside
+    it (what bind(0) returns) is handed out again to any socket's bind(0) or outgoing connection,
+    a JVM's or a scraper's, between this call and the server binding it: a CI run lost a
+    pipeline's metrics port that way. A random pick below the range only meets another pick."""
+    floor = _ephemeral_floor()
+    if floor - _LOWEST_PICK >= 1000:
+        for _ in range(100):
+            port = _pick.randrange(_LOWEST_PICK, floor)
+            if _binds(port):
+                return port
+    with socket.socket() as s:  # no room below the range: the kernel's pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -91,6 +91,16 @@ def start_pipeline(redis_url: str, bootstrap: str, job: str, out: Path, log: Pat
                             stdout=log.open("a"), stderr=subprocess.STDOUT)
 
 
+def first_batch(store, proc: subprocess.Popen, log: Path) -> bool:
+    """Whether generation 1 committed a batch; fails at once, with the pipeline's last words,
+    when the pipeline exited instead of making the caller wait out its timeout."""
+    if proc.poll() is not None:
+        words = log.read_text(errors="replace").strip().splitlines()[-3:]
+        raise AssertionError(f"the pipeline exited ({proc.returncode}) before its first batch: "
+                             + " | ".join(words))
+    return store.committed_batch(1) >= 1
+
+
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
     if proc.poll() is not None:
         return

@@ -43,7 +43,6 @@ from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreError
 from autosizer.elasticity.topology import Topology
-from autosizer.embedded import free_port
 from autosizer.pipeline import kinesis_source
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
@@ -207,8 +206,7 @@ class PipelineAgent:
         self.metrics = PipelineMetrics(config.job)
         self.metrics_port: int | None = None
         if config.metrics_port is not None:
-            self.metrics_port = config.metrics_port or free_port()
-            serve(self.metrics, self.metrics_port, config.metrics_address)
+            self.metrics_port = serve(self.metrics, config.metrics_port, config.metrics_address)
         workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
         # removed when the agent is collected or the process exits: one per agent piled up in /tmp
         self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)

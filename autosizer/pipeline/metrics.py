@@ -382,14 +382,15 @@ class PipelineMetrics(Collector):
                                     value=self.job_capacity)
 
 
-def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> CollectorRegistry:
-    """Expose `metrics` on http://address:port/metrics."""
+def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> int:
+    """Expose `metrics` on http://address:port/metrics and return the port bound: port 0 lets
+    the kernel pick one in the bind itself, which no other process can take first."""
     registry = CollectorRegistry()
     registry.register(metrics)
     try:
-        start_http_server(port, addr=address, registry=registry)
+        server, _ = start_http_server(port, addr=address, registry=registry)
     except OSError as exc:
         raise ValueError(f"cannot serve /metrics on {address}:{port} ({exc.strerror}): pass "
                          "--metrics-port with a free port (0 picks one)") from None
-    return registry
+    return int(server.server_port)
 

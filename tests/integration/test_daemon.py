@@ -21,7 +21,14 @@ from autosizer.embedded import EmbeddedPrometheus, free_port
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import read_committed
 from examples.loadgen import StepLoad
-from tests.daemon_harness import pipeline_command, start_daemon, start_pipeline, stop, write_config
+from tests.daemon_harness import (
+    first_batch,
+    pipeline_command,
+    start_daemon,
+    start_pipeline,
+    stop,
+    write_config,
+)
 from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
 
 pytestmark = pytest.mark.integration
@@ -46,7 +53,8 @@ class Job:
         self.load = StepLoad(broker, "orders", PARTITIONS, rate=rate)
         self.load.start()
         self.daemons: list = []
-        wait_until(lambda: self.store.committed_batch(1) >= 1, 180, "the pipeline's first batch")
+        wait_until(lambda: first_batch(self.store, self.pipeline, tmp / "pipeline.log"), 180,
+                   "the pipeline's first batch")
 
     def config(self, name: str = "daemon", **changes) -> Path:
         return write_config(self.tmp / f"{name}.toml", self.job, self.redis_url, self.prometheus.url, **changes)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
-from autosizer.embedded import EmbeddedPrometheus, EmbeddedRedis
+from autosizer.embedded import EmbeddedPrometheus, EmbeddedRedis, free_port
 from tests.servers import Broker, Kinesis
 
 SERVERS = [Broker, Kinesis, EmbeddedRedis, EmbeddedPrometheus]
@@ -38,3 +39,16 @@ def test_a_taken_port_the_user_named_fails_once_with_the_servers_own_words(serve
             server.start()
     assert server.process is None and server.log.exists()  # the log the error names stays
     server.stop()
+
+
+def test_free_port_picks_below_the_kernels_ephemeral_range():
+    """The kernel hands ports inside its ephemeral range to any bind(0) or outgoing connection,
+    so a port picked there can be taken before its server binds it (a CI run lost a pipeline's
+    metrics port to one); picks below the range never are."""
+    floor = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10000 <= port < floor for port in ports), ports
+    assert len(ports) > 1, "random picks, not one fixed port"
+    port = ports.pop()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", port))  # free when picked

@@ -21,7 +21,7 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
 from autosizer.pipeline.sinks import read_committed
 from examples.loadgen import KinesisStepLoad
-from tests.daemon_harness import AUTOSIZER, ROOT, start_daemon, stop, write_config
+from tests.daemon_harness import AUTOSIZER, ROOT, first_batch, start_daemon, stop, write_config
 from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,8 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
     daemon = None
     try:
         load.start()
-        wait_until(lambda: store.committed_batch(1) >= 1, 180, "the pipeline's first batch")
+        wait_until(lambda: first_batch(store, pipeline, tmp_path / "pipeline.log"), 180,
+                   "the pipeline's first batch")
         config = write_config(tmp_path / "daemon.toml", job, redis_server.url, prometheus.url)
         daemon = start_daemon(config, tmp_path / "daemon.log")
         wait_until(lambda: any(d["inputs"].get("task_capacity") for d in decisions.last(5)), 120,

@@ -100,6 +100,18 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, brok
     check_exactly_once_in_key_order(read_committed(out), total)
 
 
+def test_metrics_port_0_is_bound_by_the_kernel_and_returned():
+    """Port 0 is picked in the bind itself, so nothing can take it between pick and bind."""
+    import urllib.request
+
+    from autosizer.pipeline.metrics import PipelineMetrics, serve
+
+    port = serve(PipelineMetrics("job"), 0)
+    assert port > 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        assert b"autosizer_pipeline" in reply.read()
+
+
 def test_a_metrics_port_in_use_is_one_line_naming_the_fix():
     import socket
 
