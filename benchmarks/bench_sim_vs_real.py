@@ -56,6 +56,7 @@ from autosizer.policies import (  # noqa: E402
 )
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import FIT_QUERIES, _points, _resample, fetch, fitted_run  # noqa: E402
+from autosizer.simulator.scores import reversals  # noqa: E402
 from autosizer.simulator.traces import real_trace_names  # noqa: E402
 from examples import demo  # noqa: E402
 from examples.loadgen import factor_path  # noqa: E402
@@ -118,7 +119,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         hour = length / 24
         factors = (fitted.factor[:seconds], run.factor[:seconds])
         rows += [("rescales", *(float(len(_changes(f))) for f in factors)),
-                 (f"reversals within {hour:.0f} s", *(float(_reversals(f, hour)) for f in factors)),
+                 (f"reversals within {hour:.0f} s", *(float(reversals(_changes(f), hour)) for f in factors)),
                  ("task-seconds", *(float(f.sum()) * job.partitions for f in factors))]
     for name, r, s in rows:
         print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
@@ -153,14 +154,6 @@ def _changes(factor: np.ndarray) -> list[tuple[int, int]]:
     """A factor path's rescales, as (second, +1 up or -1 down)."""
     at = np.flatnonzero(np.diff(factor)) + 1
     return [(int(t), int(np.sign(factor[t] - factor[t - 1]))) for t in at]
-
-
-def _reversals(factor: np.ndarray, within_s: float) -> int:
-    """Rescales that undo the one before within `within_s` (the suite's reversals within an hour,
-    on a pressed day's hour)."""
-    changes = _changes(factor)
-    return sum(1 for (a, up_a), (b, up_b) in zip(changes, changes[1:], strict=False)
-               if b - a < within_s and up_a != up_b)
 
 
 def _checked(down: bool) -> str:

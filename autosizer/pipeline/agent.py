@@ -207,6 +207,8 @@ class PipelineAgent:
         self.metrics_port: int | None = None
         if config.metrics_port is not None:
             self.metrics_port = serve(self.metrics, config.metrics_port, config.metrics_address)
+            log.info("pipeline.metrics_serving", job=config.job, address=config.metrics_address,
+                     port=self.metrics_port)  # with --metrics-port 0, where Prometheus must look
         workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
         # removed when the agent is collected or the process exits: one per agent piled up in /tmp
         self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)

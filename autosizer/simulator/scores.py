@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,6 +34,15 @@ class Score:
         return asdict(self)
 
 
+def reversals(changes: Iterable[tuple[float, float]], within_s: float = HOUR) -> int:
+    """Rescales that undo the one before within `within_s`, from (time, signed change) pairs in
+    time order: one rule for the suite's scores and the real runs' report, so a real run's count
+    means what the goal's does."""
+    steps = list(changes)
+    return sum(1 for (a, up_a), (b, up_b) in zip(steps, steps[1:], strict=False)
+               if b - a < within_s and up_a * up_b < 0)
+
+
 def score(run: Run, slo_s: float = 30.0) -> Score:
     lag = run.lag_seconds
     factor = run.factor.astype(np.int64)
@@ -40,10 +50,7 @@ def score(run: Run, slo_s: float = 30.0) -> Score:
     tasks = partitions * factor
     slots = -(-tasks // run.job.tasks_per_slot)
     times = [r.time for r in run.rescales]
-    reversals = sum(
-        1 for a, b in zip(run.rescales, run.rescales[1:], strict=False)
-        if b.time - a.time < HOUR and (a.new - a.old) * (b.new - b.old) < 0
-    )
+    undone = reversals((r.time, r.new - r.old) for r in run.rescales)
     converge = None
     changes = [c for c in run.workload.changes if c < len(factor)]
     if changes:
@@ -52,7 +59,7 @@ def score(run: Run, slo_s: float = 30.0) -> Score:
     p50, p99 = np.percentile(lag, [50, 99])
     return Score(run.policy, int((lag > slo_s).sum()), round(float(p50), 1), round(float(p99), 1),
                  round(float(tasks.sum()) / HOUR, 1), round(float(slots.sum()) / HOUR, 1),
-                 len(run.rescales), reversals, converge, scale_up_delay(run))
+                 len(run.rescales), undone, converge, scale_up_delay(run))
 
 
 def scale_up_delay(run: Run) -> int:

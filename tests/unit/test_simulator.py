@@ -15,7 +15,7 @@ from autosizer.policies import Decision, Guards
 from autosizer.simulator import workloads
 from autosizer.simulator.engine import Rescale, Run, simulate
 from autosizer.simulator.job import JobModel, KeySkew
-from autosizer.simulator.scores import score
+from autosizer.simulator.scores import reversals, score
 from autosizer.simulator.traces import load_trace, trace_names
 
 
@@ -127,6 +127,15 @@ def test_scores_count_reversals_and_rescales_to_converge():
     assert result.rescales == 4
     assert result.reversals_1h == 1  # 2 -> 4 then 4 -> 2 within an hour; 7000 s is not
     assert result.converge_rescales == 3  # after the step at 100 s
+
+
+def test_reversals_within_a_pressed_hour_are_counted_by_the_suites_rule():
+    """The real runs' report counts reversals within a pressed day's hour (31 s) with the rule
+    the suite scores: a change opposite to the one before, sooner than the window."""
+    path = [(40, +1), (60, -1), (100, +1), (110, +1), (200, -2)]
+    assert reversals(path, within_s=31) == 1  # 40 -> 60 only; 110 -> 200 is 90 s
+    assert reversals(path, within_s=100) == 3  # not 100 -> 110: the same way
+    assert reversals([], within_s=31) == reversals([(5, 1)], within_s=31) == 0
 
 
 def test_scale_up_delay_runs_from_the_start_of_a_sustained_overload():
