@@ -158,6 +158,10 @@ class RestartActuator:
                         detail="no lag reading around the verification window; checked commits only")
             return None, downtime
         worse = lag_got_worse(first, last, self.verify_window, entry.input_rate, entry.processed_rate, self.slack)
+        if worse is None:  # logged too: a check passed near its limit explains what came next
+            log.info("actuation.lag_check_passed", id=entry.id, lag_first=first, lag_last=last,
+                     window_s=self.verify_window, input_rate=entry.input_rate,
+                     processed_rate=entry.processed_rate, slack=self.slack)
         return (None if worse is None else f"under factor {entry.to_factor}: {worse}"), downtime
 
     def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:

@@ -122,6 +122,8 @@ def test_scales_up_within_3_ticks_holds_without_prometheus_then_scales_down(runn
     wait_until(lambda: any(d["outcome"] == "scale_down" for d in job.decisions.last(50)), 180,
                "a scale-down once metrics are back")
     assert job.factor() < factor
+    # the scale-down's lag check passed, and said with what figures
+    assert "actuation.lag_check_passed" in (job.tmp / "daemon.log").read_text()
     job.finish()
 
 
