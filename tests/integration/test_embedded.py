@@ -47,7 +47,10 @@ def test_free_port_picks_below_the_kernels_ephemeral_range():
     metrics port to one); picks below the range never are."""
     floor = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {free_port() for _ in range(20)}
-    assert all(10000 <= port < floor for port in ports), ports
+    if floor - 10000 >= 1000:
+        assert all(10000 <= port < floor for port in ports), ports
+    else:  # a machine whose range starts low leaves no room: the kernel's own pick
+        assert all(port >= floor for port in ports), ports
     assert len(ports) > 1, "random picks, not one fixed port"
     port = ports.pop()
     with socket.socket() as server:
