@@ -93,7 +93,9 @@ def start_pipeline(redis_url: str, bootstrap: str, job: str, out: Path, log: Pat
 
 def first_batch(store, proc: subprocess.Popen, log: Path) -> bool:
     """Whether generation 1 committed a batch; fails at once, with the pipeline's last words,
-    when the pipeline exited instead of making the caller wait out its timeout."""
+    when the pipeline exited instead of making the caller wait out its timeout. Its last lines,
+    not `embedded._cause`'s first complaint: Spark's start-up warns "Unable to load
+    native-hadoop" before the pipeline's own one-line error, which it prints last."""
     if proc.poll() is not None:
         words = log.read_text(errors="replace").strip().splitlines()[-3:]
         raise AssertionError(f"the pipeline exited ({proc.returncode}) before its first batch: "
