@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
-     [--cold] [--trace NAME [--day D]] [--save run.json | --replay run.json]
+     [--cold] [--trace NAME [--day D]] [--history] [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -32,6 +32,10 @@ step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--dur
 750 s, 115x), its rates mapped onto 100-1,200/s. Printed besides: rescales, reversals within
 the pressed hour and task-seconds, real and simulated (real traffic's decisions, not only its
 lag: are the simulated rescale counts, on which the suite's goals rest, the real job's?).
+`--history` first writes three past days into the job's Redis history that ran the same load at
+the same time of day (`examples/demo.py`, `seed_history`; the run waits for the step to begin a
+5-minute slot): does the shipped daemon's day plan size for the step before it comes, as the
+simulator's does on `workday`? The replay starts from the same days at the run's clock time.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from autosizer.policies import (  # noqa: E402
     PartitionStats,
     load_policy,  # noqa: E402
 )
+from autosizer.policies.history import InputHistory  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import FIT_QUERIES, _points, _resample, fetch, fitted_run  # noqa: E402
 from autosizer.simulator.scores import reversals  # noqa: E402
@@ -81,15 +86,17 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
         ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
                                     "series": series, "rescales": rescales, "decisions": ticks,
-                                    "phase": phase}))
+                                    "phase": phase, "history": finished.history}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path, rescales, phase)
+    replay(series, start, end, finished.config_path, rescales, phase, finished.history)
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
-           phase: tuple[float, float] | None = None) -> None:
+           phase: tuple[float, float] | None = None, history: dict | None = None) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
-    demo's step by default), and with a trace the decisions' figures too."""
+    demo's step by default), and with a trace the decisions' figures too. `history`: the days
+    the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
+    at the run's own clock time."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -103,8 +110,10 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
           f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
           f"{job.process_cv:.2f}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
+    days = None if history is None else InputHistory(days={int(d): np.array(row, dtype=float)
+                                                           for d, row in history.items()})
     run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
-                   window_s=int(config.prometheus.window_s))
+                   window_s=int(config.prometheus.window_s), origin=start if days else 0.0, history=days)
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
@@ -123,7 +132,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
                  ("task-seconds", *(float(f.sum()) * job.partitions for f in factors))]
     for name, r, s in rows:
         print(f"{name:24} {r:10.0f} {s:10.0f} {s / r if r else float('nan'):11.2f}")
-    real_path, sim_path = factor_path(fitted.factor[:seconds]), factor_path(run.factor[:seconds])
+    # from the start factor: a rescale decided on the first tick runs from the replay's second 0
+    real_path, sim_path = factor_path(fitted.factor[:seconds]), factor_path([job.start_factor, *run.factor[:seconds]])
     print(f"factor path, real:      {real_path}")
     print(f"factor path, simulated: {sim_path} "
           f"({', '.join(f'{r.time}s {r.old}->{r.new}' for r in run.rescales)})")
@@ -235,12 +245,18 @@ def main() -> None:
     parser.add_argument("--trace", choices=real_trace_names(),
                         help="play one day of this real trace instead of the step, pressed into the run")
     parser.add_argument("--day", type=int, default=1, help="which day of --trace, from 0 (default 1)")
+    parser.add_argument("--history", action="store_true",
+                        help="write three past days that ran this load at this time of day into the "
+                             "job's Redis history first (the daemon's day plan then sizes for the "
+                             "step before it comes: learn-the-day on the real job), the replay "
+                             "starting from the same days")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
         config.write_text(saved["config"])
-        replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"))
+        replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
+               saved.get("history"))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
@@ -261,7 +277,7 @@ def main() -> None:
             parser.error(f"--trace/--day/--duration: {err}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
-             cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S)
+             cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history)
 
 
 if __name__ == "__main__":

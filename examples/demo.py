@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autosizer.controller.collector import PrometheusCollector  # noqa: E402
 from autosizer.controller.config import load_config  # noqa: E402
 from autosizer.controller.daemon import Daemon  # noqa: E402
+from autosizer.controller.history import HistoryStore  # noqa: E402
 from autosizer.controller.journal import DecisionJournal  # noqa: E402
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.controller.queries import DEFAULT_QUERIES  # noqa: E402
@@ -37,6 +38,7 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
+from autosizer.policies.history import DAY_S, InputHistory  # noqa: E402
 from examples.loadgen import StepLoad, check_orders, keep_up_verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +154,8 @@ def cpu_step(cpu_ms: float) -> float:
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
-        cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S) -> bool:
+        cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
+        history: bool = False) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -160,7 +163,9 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     daemon's policy; `cold` starts the load only once the pipeline's query runs, and the watched
     run with it (no start-up backlog: the pipeline measures the hot shares from the trickle).
     `profile` replaces the shape's load (orders/s at each second of the watched run, as
-    `day_of_trace` makes), its high phase `phase_s` long from STEP_AT.
+    `day_of_trace` makes), its high phase `phase_s` long from STEP_AT. `history` writes three
+    past days into the job's Redis history that ran this very load at this time of day (`seed_history`),
+    as a daemon that has seen the job for days finds them.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -194,7 +199,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")
         ages = PrometheusCollector(prometheus.url, {"lag_seconds": DEFAULT_QUERIES["lag_seconds"]})
         timeline: list[dict] = []
-        began = time.time()
+        began, seeded = time.time(), None
         try:
             print("starting Spark (about 20 s)...")
             if cold:
@@ -209,11 +214,14 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             settle = time.monotonic() + (0 if cold else 60)
             while time.monotonic() < settle and not _keeps_up(probe, ages):
                 time.sleep(0.5)
+            step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
+            load_of = profile or (lambda elapsed: load_at(elapsed, step, shape))
+            if history:
+                _step_at_a_slot(InputHistory().slot_s)
+                seeded = seed_history(store, time.time(), duration, load_of)
             runner.start()
             began = time.time()
-            step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
-            watch(store, load, probe, duration, timeline,
-                  profile or (lambda elapsed: load_at(elapsed, step, shape)))
+            watch(store, load, probe, duration, timeline, load_of)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
@@ -236,7 +244,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         if png is not None:
             plot(timeline, png)
         if after is not None:
-            after(Finished(prometheus.url, began, ended, config_path, timeline, decisions))
+            after(Finished(prometheus.url, began, ended, config_path, timeline, decisions, seeded))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
     return kept_up
 
@@ -274,6 +282,36 @@ class Finished:
     config_path: Path
     timeline: list[dict]
     decisions: list[dict]  # the daemon's journal, oldest first (`DecisionRecord` fields)
+    history: dict[int, list[float]] | None = None  # the days `seed_history` wrote, by UTC day number
+
+
+def seed_history(store: MetadataStore, began: float, duration: float, load: Callable[[float], float],
+                 days: int = 3) -> dict[int, list[float]]:
+    """Write `days` past days into the job's history in Redis, each LOW all day but for the
+    watched run's time of day, which ran `load` (orders/s at each second from `began`): the days
+    a daemon that has run the job since finds, so its day plan can size for the load before it
+    comes. Returns the rows written, by UTC day number."""
+    history, today = InputHistory(keep_days=HistoryStore(store).keep_days), int(began) // DAY_S
+    for back in range(1, days + 1):
+        for slot in range(history.slots):
+            history.record((today - back) * DAY_S + slot * history.slot_s, LOW)
+        for second in range(int(duration)):
+            if (at := began - back * DAY_S + second) < today * DAY_S:  # a run past midnight: not today's
+                history.record(at, load(second))
+    saved = HistoryStore(store)
+    for day in history.days:
+        saved.save(history, day)
+    return {day: row.tolist() for day, row in history.days.items()}
+
+
+def _step_at_a_slot(slot_s: int) -> None:
+    """Wait until the step, STEP_AT after now, begins a second into a history slot. The daemon
+    trusts its history only while the last hour went as the days on record say (`InputHistory`),
+    and that hour includes the current slot: a first tick at LOW in a slot the past days had at
+    the step's rate would read as a day that broke the pattern."""
+    wait = (slot_s - (time.time() + STEP_AT - 1) % slot_s) % slot_s
+    print(f"waiting {wait:.0f} s for the step to begin a {slot_s // 60}-min history slot...")
+    time.sleep(wait)
 
 
 def _judgements(decisions: list[dict]) -> list[str]:

@@ -13,6 +13,7 @@ is thrown away and simulated again under the new factor, after the restart downt
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -292,8 +293,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
 
 
 class _Model:
-    def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray, window_s: int):
+    def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray, window_s: int,
+                 origin: float = 0.0, history: InputHistory | None = None):
         self.job = job
+        self.origin = origin  # the clock time of the run's second 0, as the policy reads it
         self.tick = tick_s
         self.window = window_s
         # the seconds Prometheus' rate() averages: the samples' span inside the window
@@ -316,7 +319,8 @@ class _Model:
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names = tuple(("topic", p) for p in range(job.partitions))
-        self.history = InputHistory()  # what the daemon records in Redis, learned as the run goes
+        # what the daemon records in Redis, learned as the run goes (from the days given, if any)
+        self.history = copy.deepcopy(history) if history is not None else InputHistory()
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -451,7 +455,7 @@ class _Model:
         self._learn_shares(int(time))
         self.overhead_known = self.overhead_known or k >= block.overhead_tick
         return Observation(
-            time, factor,
+            self.origin + time, factor,
             PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
                            dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
@@ -465,7 +469,7 @@ class _Model:
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
-            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), time - block.marks_age[k])))
+            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), self.origin + time - block.marks_age[k])))
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:
@@ -503,12 +507,18 @@ class _Check:
 
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
-             progress: Callable[[int], Any] | None = None, window_s: int | None = None) -> Run:
+             progress: Callable[[int], Any] | None = None, window_s: int | None = None,
+             origin: float = 0.0, history: InputHistory | None = None) -> Run:
     """Drive `job` through `workload` with `policy` behind `guards`; `progress(seconds)` as it goes.
 
     The simulated daemon ticks as the real one does: once when it starts (second 0: the job ran
     the workload's first rate before that) and every `tick_s` after, reading the input over its
-    `window_s` rate window (default two ticks, the shipped `[prometheus] window`)."""
+    `window_s` rate window (default two ticks, the shipped `[prometheus] window`).
+
+    The policy reads second s as clock time `origin + s` (0: the workload starts at midnight UTC of
+    day 0, as the traces do), and `history` as the days on record before the run (a copy learns
+    the run's own; none by default): a replay of a real run whose daemon found days in Redis
+    starts from the same clock and the same days."""
     if tick_s < 1:
         raise ValueError(f"tick must be >= 1 s, not {tick_s!r}")
     window = 2 * int(tick_s) if window_s is None else int(window_s)
@@ -525,7 +535,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     # A lead-in of one tick at the first rate puts a tick at second 0; times the policy sees, and
     # the run's series, count from the workload's start.
     lead = tick
-    model = _Model(job, tick, seed, np.concatenate([np.full(lead, workload.rate[0]), workload.rate]), window)
+    model = _Model(job, tick, seed, np.concatenate([np.full(lead, workload.rate[0]), workload.rate]), window,
+                   origin, history)
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32))
     factor = job.start_factor
@@ -559,7 +570,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                     backoff = Backoff()  # a completed rescale clears it
             if target == factor:
                 observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
-                model.history.record(now, observation.input_rate)
+                model.history.record(observation.time, observation.input_rate)
                 wish, policy_state = policy.decide(observation, policy_state)
                 decision, guard_state = guards.apply(observation, wish, guard_state)
                 if decision.factor == factor or backoff.active(now):

@@ -229,6 +229,39 @@ def test_history_store_keeps_recent_days_and_skips_a_corrupt_one(redis_server, j
         np.testing.assert_array_equal(loaded.days[day], history.days[day])
 
 
+def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_server, job, tmp_path):
+    """Learn-the-day through the daemon's own parts: three past days in the job's Redis history
+    that all peaked 10-20 min from now make a tick at a low, steady input scale up now (the day
+    plan's lead), where the same tick without them holds."""
+    layout = Layout(topics={"orders": 2}, factor=1)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(layout)
+    with Exporter(layout, rate=50, capacity=100) as exporter, \
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
+        config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
+                                          actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
+        collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
+        wait_until(lambda: not collector.collect().problems and collector.lag() is not None, 60, "a first scrape")
+        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 40, 60,
+                   "the input rate over the window")
+        first = build_tick(config, DaemonMetrics(config.daemon.interval_s))
+        record = first()
+        assert (record.outcome, record.target) == ("hold", 1), record
+        first.lease.release()  # that daemon stops
+
+        # Three past days: 50/s, as now, but 400/s from 10 to 20 minutes past this time of day.
+        # (Recorded at their own times, so a peak past midnight lands on the next day, as it did.)
+        now, history, saved = time.time(), InputHistory(), HistoryStore(store)
+        for back in (1, 2, 3):
+            for ago in range(-2 * 3600, 3600, 60):
+                history.record(now - back * 86400 + ago, 400.0 if 600 <= ago < 1200 else 50.0)
+        for day in history.days:
+            saved.save(history, day)
+        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()  # a new daemon: loads them
+        assert record.outcome == "dry_run" and record.target > 1, record
+        assert "the day plan runs" in record.reason and "recent days reached 400/s" in record.reason, record.reason
+
+
 def _failing_tick(redis_server, job, tmp_path):
     """A tick whose actuations abort (no pipeline answers the drain), on a manual clock."""
     from autosizer.clock import ManualClock

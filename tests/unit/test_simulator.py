@@ -683,3 +683,33 @@ def test_the_simulated_lag_check_lasts_as_the_shipped_actuators(tmp_path):
         JobModel(verify_window_s=-1.0)
     with pytest.raises(ValueError, match="verify_window_s"):
         JobModel(verify_window_s=float("nan"))
+
+
+def test_a_replay_starts_from_the_days_on_record_at_the_runs_clock_time():
+    """A replay of a real run whose daemon found days in Redis: the policy reads the run's clock
+    time (`origin`) and those days, so its day plan sizes for a step the days had at 08:00
+    before it comes; without them it reacts after. The days given are not changed."""
+    from autosizer.policies import load_policy
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    day, at = 20_000, 300  # the step comes at 08:00 UTC of day 20,000, 300 s into the run
+    origin = day * DAY_S + 8 * 3600 - at
+    history = InputHistory()
+    for back in (1, 2, 3):
+        for second in range(0, DAY_S, 60):
+            busy = 8 * 3600 <= second < 8 * 3600 + 600
+            history.record((day - back) * DAY_S + second, 1000.0 if busy else 100.0)
+    kept = {d: row.copy() for d, row in history.days.items()}
+    job = JobModel(partitions=2, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=2000),
+                   restart_downtime_s=5)
+    load = workloads.Workload("step", np.where(np.arange(900) < at, 100.0, 1000.0))
+
+    def run(**clock):
+        return simulate(load, job, load_policy("autosizer", {}), Guards(cooldown_s=20), tick_s=5, **clock)
+
+    ahead, reacting = run(origin=origin, history=history), run(origin=origin)
+    first = ahead.rescales[0]
+    assert first.time < at and first.new > 1 and "the day plan runs" in first.reason, ahead.rescales
+    assert reacting.rescales[0].time >= at, reacting.rescales
+    assert ahead.lag_seconds[at:].max() < reacting.lag_seconds[at:].max()
+    assert all(np.array_equal(history.days[d], kept[d]) for d in kept) and set(history.days) == set(kept)
