@@ -1,4 +1,5 @@
-"""The daemon's commands: `run`, `status`, `decisions` and `override set|clear|list`.
+"""The daemon's commands: `run`, `status`, `decisions`, `override set|clear|list` and
+`history show|backfill`.
 
 `status`, `decisions` and `override` take the job and Redis from --job/--redis, from the
 environment, or from the daemon's --config file, so an operator can point them at the same file
@@ -12,22 +13,29 @@ import json
 import os
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from autosizer.actuators.journal import ActuationJournal, last_rescale
 from autosizer.checks import argtype, duration, whole
 from autosizer.controller.backoff import Backoff, BackoffStore
-from autosizer.controller.config import DEFAULT_REDIS, ConfigError, load_config
+from autosizer.controller.config import DEFAULT_REDIS, ConfigError, PrometheusSection, load_config
+from autosizer.controller.history import HistoryStore, input_points
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import NAMES, Overrides, OverrideStore
+from autosizer.controller.queries import render
 from autosizer.controller.table import format_table
 from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import problems as topology_problems
 from autosizer.pipeline.control import ControlChannel
+from autosizer.policies.history import DAY_S
+
+BACKFILL_DAYS = 14  # the history keeps 15 days, today's included
 
 
 def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -59,6 +67,17 @@ def add_commands(groups: Any, common: argparse.ArgumentParser, parser_class: typ
     oclear.set_defaults(run=override_clear)
     olist = override.add_parser("list", parents=[common, config], help="the overrides in force")
     olist.set_defaults(run=override_list)
+
+    history = groups.add_parser("history", help="the input's recent days, which the day plan reads").add_subparsers(
+        parser_class=parser_class)
+    hshow = history.add_parser("show", parents=[common, config], help="the days on record and what they expect")
+    hshow.set_defaults(run=history_show)
+    hfill = history.add_parser("backfill", parents=[common, config],
+                               help="fill the past days from the input Prometheus recorded")
+    hfill.add_argument("--days", type=argtype("--days", whole, 1, BACKFILL_DAYS), default=BACKFILL_DAYS,
+                       help=f"how many days back (default and most {BACKFILL_DAYS}: the days the history keeps)")
+    hfill.add_argument("--prometheus", help="Prometheus URL (default: [prometheus] url of --config)")
+    hfill.set_defaults(run=history_backfill)
 
 
 def parse_duration(text: str) -> float:
@@ -131,6 +150,61 @@ def _ttl(ms: int | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.0f}s"
+
+
+# --- history -----------------------------------------------------------------------------------
+
+
+def history_show(args: argparse.Namespace) -> None:
+    """Each day on record, and what the days expect of the next hour (what the day plan reads)."""
+    history, now = HistoryStore(_store(args)).load(), time.time()
+    rows = []
+    for day, row in sorted(history.days.items()):
+        seen = ~np.isnan(row)
+        top = int(np.nanargmax(row)) if seen.any() else 0
+        rows.append({"day": datetime.fromtimestamp(day * DAY_S, UTC).date().isoformat(),
+                     "slots seen": f"{int(seen.sum())}/{history.slots}",
+                     "peak/s": round(float(row[top]), 1) if seen.any() else None,
+                     "peak at (UTC)": f"{top * history.slot_s // 3600:02d}:{top * history.slot_s % 3600 // 60:02d}"
+                     if seen.any() else None,
+                     "lowest/s": round(float(np.nanmin(row)), 1) if seen.any() else None})
+    expected = history.expected_peak(now, 3600.0)
+    if args.json:
+        print(json.dumps({"days": rows, "next_hour_peak": expected}))
+        return
+    print(format_table(rows, ["day", "slots seen", "peak/s", "peak at (UTC)", "lowest/s"]) if rows
+          else "no days on record: the daemon records them as it ticks (or `autosizer history backfill`)")
+    print(f"next hour: recent days expect up to {expected:.0f}/s" if expected is not None else
+          "next hour: the history cannot say (fewer than two of the last three days on record, or the "
+          "last hour went otherwise than they said): the policy reacts")
+
+
+def history_backfill(args: argparse.Namespace) -> None:
+    """The past days from the input rate Prometheus recorded, read with the daemon's own query,
+    selector and window, every tick's interval (10 s at least: a day a query)."""
+    prometheus, interval_s = PrometheusSection(), 15.0
+    if args.config:
+        config = load_config(args.config)
+        prometheus, interval_s = config.prometheus, config.daemon.interval_s
+    url = args.prometheus or (prometheus.url if args.config else None)
+    if not url:
+        raise ConfigError("no Prometheus given: pass --prometheus URL or the daemon's --config")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--prometheus {url[:80]!r} must start with http:// or https://")
+    query = f"sum({render(prometheus.queries['input_rate'], prometheus.selector, prometheus.window)})"
+    store, now = _store(args), time.time()
+    start = (int(now // DAY_S) - args.days) * DAY_S
+    raised = HistoryStore(store).backfill(input_points(url, query, start, now, max(10.0, interval_s)), now)
+    days = {datetime.fromtimestamp(d * DAY_S, UTC).date().isoformat(): n for d, n in sorted(raised.items())}
+    if args.json:
+        print(json.dumps({"days": days}))
+        return
+    if not days:
+        print(f"nothing to add: Prometheus had no input for job {store.job!r} over the last {args.days} "
+              f"day(s) that the history lacks (query {query})")
+        return
+    print("\n".join(f"{day}  {n} slot(s) raised" for day, n in days.items()))
+    print("a running daemon reads the history when it starts: restart it to plan from these days")
 
 
 # --- status and decisions ----------------------------------------------------------------------

@@ -5,18 +5,29 @@ One hash per job (`history`): a field per UTC day number, holding that day's pea
 today's field; days past `keep_days` are deleted when the history is loaded and as a new day
 begins. Losing Redis loses only the
 foresight: the policy reacts as it does with no history, and says so in its reasons.
+
+`backfill` fills the past days from Prometheus (`input_points`: the daemon's own input query,
+summed), so a daemon deployed on a job Prometheus has watched for days plans from its first
+day instead of reacting for two.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import numpy as np
 import structlog
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from requests import RequestException
+from urllib3.util.retry import Retry
 
 from autosizer.elasticity.store import MetadataStore, StoreError
-from autosizer.policies.history import InputHistory
+from autosizer.policies.history import DAY_S, InputHistory
+from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
 
@@ -69,3 +80,44 @@ class HistoryStore:
             pipe.execute()
 
         self.store.call(write)
+
+    def backfill(self, points: Iterable[tuple[float, float]], now: float) -> dict[int, int]:
+        """Record (time, input rate) points from before `now`'s UTC day into the days on record,
+        each slot keeping its peak, as the daemon's ticks would have; slots raised per day.
+        Today's field is left to the daemon, which rewrites it from memory on its next tick."""
+        history, today = self.load(), int(now // DAY_S)
+        raised: Counter[int] = Counter()
+        for time, rate in sorted(points):
+            if time // DAY_S < today and (day := history.record(time, rate)) is not None:
+                raised[day] += 1
+        for day in sorted(raised):
+            if day in history.days:  # not dropped past keep_days by a later day
+                self.save(history, day)
+        return {day: count for day, count in raised.items() if day in history.days}
+
+
+def input_points(url: str, query: str, start: float, end: float, step_s: float,
+                 timeout_s: float = 30.0) -> list[tuple[float, float]]:
+    """`query` (one series, e.g. the daemon's input rate summed) over [start, end] every `step_s`,
+    a day per range query: Prometheus answers at most 11,000 points a query. Points that are
+    not finite are dropped; an unreachable Prometheus or a refused query is one ValueError."""
+    client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
+    points: dict[float, float] = {}
+    begin = start
+    while begin < end:
+        until = min(end, begin + DAY_S)
+        try:
+            result = client.custom_query_range(query, start_time=datetime.fromtimestamp(begin, UTC),
+                                               end_time=datetime.fromtimestamp(until, UTC), step=f"{step_s:g}")
+        except (RequestException, PrometheusApiClientException, ValueError) as exc:
+            raise ValueError(f"the range query at {redact(url)} failed ({redact(str(exc))[:200]}): check "
+                             f"[prometheus] url (or --prometheus) and that Prometheus is up") from None
+        summed: dict[float, float] = {}  # a query's series summed; the next query's first point repeats its last
+        for series in result:
+            for stamp, value in series.get("values", ()):
+                rate = float(value)
+                if math.isfinite(rate):
+                    summed[float(stamp)] = summed.get(float(stamp), 0.0) + rate
+        points.update(summed)
+        begin = until
+    return sorted(points.items())

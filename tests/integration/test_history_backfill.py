@@ -1,0 +1,108 @@
+"""`autosizer history backfill` and `show` against a real Prometheus holding days of a job's
+input (written as TSDB blocks by promtool, as if it had scraped the pipeline all along) and a
+real Redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosizer.controller.history import HistoryStore
+from autosizer.elasticity.store import MetadataStore
+from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.policies.history import DAY_S
+from tests.daemon_harness import AUTOSIZER, ROOT, write_config
+
+pytestmark = pytest.mark.integration
+
+STEP_S = 15  # the pipeline's watermarks as a 15 s scrape kept them
+QUIET, BUSY = 100.0, 400.0  # records/s over the job's two partitions
+
+
+def _rate(at: float, now: float) -> float:
+    """The job's input at `at`: BUSY from 10 to 40 minutes past now's time of day on every
+    past day (what the next hour should expect), 900/s today (which the backfill leaves to the
+    daemon), QUIET otherwise."""
+    if at >= now // DAY_S * DAY_S:
+        return 900.0
+    return BUSY if 600 <= (at - now) % DAY_S < 2400 else QUIET
+
+
+def _blocks(data: Path, start: float, now: float) -> None:
+    """The two partitions' high watermarks from `start` to `now`, as promtool turns OpenMetrics
+    into the blocks Prometheus reads at start."""
+    times = np.arange(start, now, STEP_S)
+    rates = np.array([_rate(t, now) for t in times]) / 2
+    marks = np.concatenate([[0.0], np.cumsum(rates[:-1] * STEP_S)])
+    lines = ["# TYPE autosizer_pipeline_high_watermark gauge"]
+    for partition in (0, 1):
+        lines += [f'autosizer_pipeline_high_watermark{{topic="orders",partition="{partition}"}} {m:.0f} {t:.0f}'
+                  for t, m in zip(times, marks, strict=True)]
+    data.mkdir(parents=True)
+    source = data.parent / "input.om"
+    source.write_text("\n".join(lines) + "\n# EOF\n")
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", str(source), str(data)],
+                   check=True, capture_output=True, timeout=300)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOSIZER, "history", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_backfill_fills_the_past_days_from_prometheus_and_show_reads_them(redis_server, job, tmp_path):
+    now = time.time()
+    start = (now // DAY_S - 3) * DAY_S
+    _blocks(tmp_path / "prom" / "data", start, now)
+    with EmbeddedPrometheus([], tmp_path / "prom") as prometheus:
+        # the shipped tick and rate window, as a deployed daemon reads the input
+        config = write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
+                              daemon={"interval_s": 15.0, "lease_ttl_s": 45.0}, prometheus={"window": "30s"})
+        filled = _cli("backfill", "--config", str(config), "--days", "3", "--json")
+        assert filled.returncode == 0, filled.stderr
+        again = _cli("backfill", "--config", str(config), "--days", "3")
+        down = _cli("backfill", "--config", str(config), "--prometheus", f"http://127.0.0.1:{free_port()}")
+    today = int(now // DAY_S)
+    assert len(json.loads(filled.stdout)["days"]) == 3
+    assert again.returncode == 0 and "nothing to add" in again.stdout, "a second backfill changes nothing"
+    assert down.returncode == 2 and "the range query at http://127.0.0.1:" in down.stderr
+    assert len(down.stderr.strip().splitlines()) == 1, down.stderr
+
+    history = HistoryStore(MetadataStore(redis_server.url, job)).load()
+    assert sorted(history.days) == [today - 3, today - 2, today - 1], "today is left to the daemon"
+    for day in sorted(history.days):
+        row = history.days[day]
+        slots = (np.arange(history.slots) * history.slot_s + day * DAY_S - now) % DAY_S
+        busy = (slots >= 600 + history.slot_s) & (slots < 2400 - history.slot_s)  # whole slots inside it
+        quiet = (slots >= 2400 + 2 * history.slot_s) & (slots < DAY_S - 2 * history.slot_s)
+        quiet &= ~np.isnan(row)  # the first slots of the first day precede the first rate
+        assert np.allclose(row[busy], BUSY, rtol=0.05), row[busy]
+        assert np.allclose(row[quiet], QUIET, rtol=0.05), row[quiet]
+
+    shown = _cli("show", "--config", str(config), "--json")
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert [r["peak/s"] == pytest.approx(BUSY, rel=0.05) for r in report["days"]] == [True] * 3
+    # what the policy would read of the next hour: BUSY (10-40 minutes ahead on every past day)
+    expected = history.expected_peak(time.time(), 3600.0)
+    assert report["next_hour_peak"] == (None if expected is None else pytest.approx(expected, rel=0.01))
+    text = _cli("show", "--config", str(config))
+    assert "slots seen" in text.stdout.lower() and "288/288" in text.stdout, text.stdout
+    assert (f"next hour: recent days expect up to {expected:.0f}/s" if expected is not None
+            else "next hour: the history cannot say") in text.stdout, text.stdout
+
+
+def test_history_commands_refuse_bad_input_in_one_line(redis_server, job):
+    target = ("--job", job, "--redis", redis_server.url)
+    empty = _cli("show", *target)
+    assert empty.returncode == 0 and "no days on record" in empty.stdout, empty.stdout
+    for args, says in ((("backfill", *target), "no Prometheus given: pass --prometheus URL"),
+                       (("backfill", *target, "--prometheus", "127.0.0.1:9090"), "must start with http://"),
+                       (("backfill", *target, "--days", "15"), "--days must be"),
+                       (("backfill", *target, "--days", "nan"), "--days must be")):
+        out = _cli(*args)
+        assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
