@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real parts the project runs against, only when they are missing:
-# redis-server, prometheus, a Java 17+ runtime (for Spark), and Node with the Kinesis emulator
+# redis-server, prometheus (with promtool), a Java 17+ runtime (for Spark), and Node with the Kinesis emulator
 # (kinesis-local, from npm, into .tools/). Safe to run any number of times.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -8,7 +8,8 @@ KINESIS_LOCAL=kinesis-local@0.6.2  # the npm build of kinesis-mock: faithful lin
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# promtool (Debian's prometheus ships it) writes past days into a test's Prometheus
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # TLS certificates for the rediss:// test
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
