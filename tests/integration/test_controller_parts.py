@@ -3,12 +3,15 @@ Spark: the pipeline's own exporter is fed batches here and scraped by Prometheus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,20 +81,30 @@ def test_actuators_are_registered_by_name(redis_server, job):
         load_actuator("restart-in-driver", context, {"drain_timeout_s": "soon"})
 
 
-def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gone(redis_server, job, tmp_path):
+@contextlib.contextmanager
+def _scraped_job(redis_server, job: str, tmp_path, rate: float) -> Iterator[tuple[MetadataStore, Any, Any]]:
+    """A job at factor 1 whose exporter is fed `rate` in and 100/s done, scraped by a real
+    Prometheus until its input shows over the window; a dry-run daemon's config for it.
+    Yields (store, config, prometheus)."""
     layout = Layout(topics={"orders": 2}, factor=1)
     store = MetadataStore(redis_server.url, job)
     store.init_layout(layout)
-    with Exporter(layout, rate=400, capacity=100) as exporter, \
+    with Exporter(layout, rate=rate, capacity=100) as exporter, \
             EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
         config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
                                           actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
+        collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
+        wait_until(lambda: not collector.collect().problems and collector.lag() is not None, 60, "a first scrape")
+        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 0.75 * rate, 60,
+                   "the input rate over the window")
+        yield store, config, prometheus
+
+
+def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gone(redis_server, job, tmp_path):
+    with _scraped_job(redis_server, job, tmp_path, rate=400) as (store, config, prometheus):
         metrics = DaemonMetrics(config.daemon.interval_s)
         tick = build_tick(config, metrics)
         collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
-        wait_until(lambda: not collector.collect().problems and collector.lag(), 60, "a first scrape")
-        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 300, 60,
-                   "the input rate over the window")
         record = tick()
         assert record.outcome == "dry_run" and record.target > 1, record
         # how old the metrics were, for an operator to alert on (the test's Prometheus scrapes each second)
@@ -233,17 +246,7 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
     """Learn-the-day through the daemon's own parts: three past days in the job's Redis history
     that all peaked 10-20 min from now make a tick at a low, steady input scale up now (the day
     plan's lead), where the same tick without them holds."""
-    layout = Layout(topics={"orders": 2}, factor=1)
-    store = MetadataStore(redis_server.url, job)
-    store.init_layout(layout)
-    with Exporter(layout, rate=50, capacity=100) as exporter, \
-            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
-        config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
-                                          actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
-        collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
-        wait_until(lambda: not collector.collect().problems and collector.lag() is not None, 60, "a first scrape")
-        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 40, 60,
-                   "the input rate over the window")
+    with _scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _):
         first = build_tick(config, DaemonMetrics(config.daemon.interval_s))
         record = first()
         assert (record.outcome, record.target) == ("hold", 1), record
