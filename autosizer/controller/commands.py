@@ -251,6 +251,7 @@ def show_status(args: argparse.Namespace) -> None:
     part("backoff", lambda: _backoff_status(BackoffStore(store).read()))
     part("last_decision", lambda: next(iter(DecisionJournal(store).last(1)), None))
     part("topology", lambda: _topology_status(store.topology(), layout, problems))
+    part("history", lambda: _history_status(HistoryStore(store).load()))
     status["problems"] = problems
     if args.json:
         print(json.dumps(status, default=str))
@@ -270,6 +271,11 @@ def _topology_status(topology: Topology | None, layout: Layout | None, problems:
     if layout is not None:
         problems += topology_problems(layout, topology)
     return {"broker": dict(topology.counts), "reported": _when(topology.at_ms / 1000)}
+
+
+def _history_status(history: Any) -> dict[str, Any]:
+    """How many days the day plan has, and what they expect of the next hour (None: it reacts)."""
+    return {"days": len(history.days), "next_hour_peak": history.expected_peak(time.time(), 3600.0)}
 
 
 def _entry_json(entry: Any) -> Any:
@@ -319,6 +325,14 @@ def _render_status(s: dict[str, Any]) -> str:
                                   if o else "none"))
     for error in s["override_errors"]:
         lines.append(f"  error: {error}")
+    h = s.get("history")
+    if h is not None:
+        lines.append("history    " + ("none on record: the policy reacts (`autosizer history backfill` fills "
+                                      "past days from Prometheus)" if not h["days"] else
+                                      f"{h['days']} day(s) on record; "
+                                      + (f"the next hour: up to {h['next_hour_peak']:.0f}/s"
+                                         if h["next_hour_peak"] is not None else
+                                         "they cannot say of the next hour: the policy reacts")))
     a = s["actuation"]
     if a:
         lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"

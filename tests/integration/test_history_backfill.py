@@ -90,6 +90,9 @@ def test_backfill_fills_the_past_days_from_prometheus_and_show_reads_them(redis_
     # what the policy would read of the next hour: BUSY (10-40 minutes ahead on every past day)
     expected = history.expected_peak(time.time(), 3600.0)
     assert report["next_hour_peak"] == (None if expected is None else pytest.approx(expected, rel=0.01))
+    status = subprocess.run([AUTOSIZER, "status", "--config", str(config)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60).stdout
+    assert "history    3 day(s) on record; " in status, status
     text = _cli("show", "--config", str(config))
     assert "slots seen" in text.stdout.lower() and "288/288" in text.stdout, text.stdout
     assert (f"next hour: recent days expect up to {expected:.0f}/s" if expected is not None
@@ -100,6 +103,8 @@ def test_history_commands_refuse_bad_input_in_one_line(redis_server, job):
     target = ("--job", job, "--redis", redis_server.url)
     empty = _cli("show", *target)
     assert empty.returncode == 0 and "no days on record" in empty.stdout, empty.stdout
+    status = subprocess.run([AUTOSIZER, "status", *target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "history    none on record: the policy reacts" in status.stdout, status.stdout
     for args, says in ((("backfill", *target), "no Prometheus given: pass --prometheus URL"),
                        (("backfill", *target, "--prometheus", "127.0.0.1:9090"), "must start with http://"),
                        (("backfill", *target, "--days", "15"), "--days must be"),
