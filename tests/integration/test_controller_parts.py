@@ -245,7 +245,8 @@ def test_history_store_keeps_recent_days_and_skips_a_corrupt_one(redis_server, j
 def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_server, job, tmp_path):
     """Learn-the-day through the daemon's own parts: three past days in the job's Redis history
     that all peaked 10-20 min from now make a tick at a low, steady input scale up now (the day
-    plan's lead), where the same tick without them holds."""
+    plan's lead), where the same tick without them holds, and so does one with days that today
+    does not look like."""
     with _scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _):
         first = build_tick(config, DaemonMetrics(config.daemon.interval_s))
         record = first()
@@ -260,9 +261,25 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
                 history.record(now - back * 86400 + ago, 400.0 if 600 <= ago < 1200 else 50.0)
         for day in history.days:
             saved.save(history, day)
-        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()  # a new daemon: loads them
+        second = build_tick(config, DaemonMetrics(config.daemon.interval_s))  # a new daemon: loads them
+        record = second()
         assert record.outcome == "dry_run" and record.target > 1, record
         assert "the day plan runs" in record.reason and "recent days reached 400/s" in record.reason, record.reason
+        second.lease.release()
+
+        # Days that ran 400/s through the last hour too, where today ran 50/s (a holiday, an
+        # outage upstream): today broke their pattern, so they are not believed and the tick
+        # reacts to the input it sees.
+        store.redis.delete(saved.key)
+        history = InputHistory()
+        for back in (1, 2, 3):
+            for ago in range(-2 * 3600, 3600, 60):
+                history.record(now - back * 86400 + ago, 400.0 if -3600 <= ago < 1200 else 50.0)
+        for day in history.days:
+            saved.save(history, day)
+        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
+        assert (record.outcome, record.target) == ("hold", 1), record
+        assert "day plan" not in record.reason, record.reason
 
 
 def _failing_tick(redis_server, job, tmp_path):
