@@ -204,7 +204,7 @@ def history_backfill(args: argparse.Namespace) -> None:
               f"day(s) that the history lacks (query {query})")
         return
     print("\n".join(f"{day}  {n} slot(s) raised" for day, n in days.items()))
-    print("a running daemon reads the history when it starts: restart it to plan from these days")
+    print("a running daemon reads them within 5 minutes (at its next history slot)")
 
 
 # --- status and decisions ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 One hash per job (`history`): a field per UTC day number, holding that day's peak input per
 5-minute slot as a JSON list (null: not seen). A tick that raises its slot's peak rewrites only
 today's field; days past `keep_days` are deleted when the history is loaded and as a new day
-begins. Losing Redis loses only the
+begins. The daemon reads the days again at each new slot (`refresh`), keeping its own today. Losing Redis loses only the
 foresight: the policy reacts as it does with no history, and says so in its reasons.
 
 `backfill` fills the past days from Prometheus (`input_points`: the daemon's own input query,
@@ -41,12 +41,26 @@ class HistoryStore:
 
     def load(self) -> InputHistory:
         """The history on record; an unreadable day is skipped (and logged), not fatal."""
+        return self._read() or InputHistory(keep_days=self.keep_days)
+
+    def refresh(self, history: InputHistory, today: int) -> InputHistory:
+        """The days as Redis has them now (a backfill since, another daemon's writes), today's
+        slots the higher of Redis' and `history`'s; `history` itself if Redis cannot be read."""
+        stored = self._read()
+        if stored is None:
+            return history
+        mine, theirs = history.days.get(today), stored.days.get(today)
+        if mine is not None:
+            stored.days[today] = mine.copy() if theirs is None else np.fmax(mine, theirs)
+        return stored
+
+    def _read(self) -> InputHistory | None:
         history = InputHistory(keep_days=self.keep_days)
         try:
             raw = self.store.call(lambda: self.redis.hgetall(self.key))
         except StoreError as exc:
             self.log.error("history.unreadable", error=str(exc))
-            return history
+            return None
         for field, value in raw.items():
             try:
                 day, row = int(field), json.loads(value)

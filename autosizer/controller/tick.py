@@ -31,7 +31,7 @@ from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
-from autosizer.policies.history import InputHistory
+from autosizer.policies.history import DAY_S, InputHistory
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +62,7 @@ class Tick:
     guard_state: GuardState = field(default_factory=GuardState)
     _reported_errors: tuple[str, ...] = ()
     _wall: float = 0.0
+    _history_slot: int | None = None  # the history slot of the last tick that recorded one
     _notes: tuple[str, ...] = ()  # this tick's refused or pending expansions, for its record
 
     def __call__(self) -> DecisionRecord | None:
@@ -209,6 +210,10 @@ class Tick:
             return obs
         if self.history is None:
             self.history = self.history_store.load()
+        elif int(obs.time // self.history.slot_s) != self._history_slot:
+            # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
+            self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
+        self._history_slot = int(obs.time // self.history.slot_s)
         day = self.history.record(obs.time, obs.input_rate)
         if day is not None:
             try:

@@ -30,7 +30,7 @@ from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
-from autosizer.policies.history import InputHistory
+from autosizer.policies.history import DAY_S, InputHistory
 from tests.daemon_harness import AUTOSIZER, ROOT, Exporter, start_daemon, stop, write_config
 from tests.integration.test_pipeline import wait_until
 
@@ -280,6 +280,38 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
         record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
         assert (record.outcome, record.target) == ("hold", 1), record
         assert "day plan" not in record.reason, record.reason
+
+
+def test_each_new_slot_the_tick_reads_days_written_since_and_keeps_its_own_today(redis_server, job, tmp_path):
+    """A backfill (or another daemon) writes days while a daemon runs: the next tick in a new
+    history slot reads them, no restart; today's slots keep the higher of Redis' and its own,
+    and a Redis it cannot read leaves its history as it was."""
+    from tests.unit.test_policies import observe
+
+    _, tick = _failing_tick(redis_server, job, tmp_path)
+    saved, day, slot_s = tick.history_store, 20_000, 300
+    start = day * DAY_S + 8 * 3600
+    assert tick._with_history(observe(time=start, input_rate=50.0)).history.days.keys() == {day}
+
+    written = InputHistory()  # a backfill: three past days
+    for back in (3, 2, 1):
+        written.record((day - back) * DAY_S + 8 * 3600, 400.0)
+    for each in written.days:
+        saved.save(written, each)
+    same_slot = tick._with_history(observe(time=start + 60, input_rate=60.0)).history
+    assert same_slot.days.keys() == {day} and same_slot.days[day][96] == 60.0, "read once a slot"
+    written.record(start, 70.0)  # another daemon read more in today's slot
+    saved.save(written, day)
+
+    next_slot = tick._with_history(observe(time=start + slot_s, input_rate=55.0)).history
+    assert next_slot.days.keys() == {day - 3, day - 2, day - 1, day}
+    assert next_slot.days[day - 1][96] == 400.0
+    assert next_slot.days[day][96] == 70.0 and next_slot.days[day][97] == 55.0
+    assert HistoryStore(saved.store).load().days[day][97] == 55.0, "and writes today as it has it"
+
+    broken = HistoryStore(MetadataStore(f"redis://127.0.0.1:{free_port()}/0", job))
+    kept = broken.refresh(next_slot, day)
+    assert kept is next_slot, "Redis unreadable: the history in memory goes on"
 
 
 def _failing_tick(redis_server, job, tmp_path):
