@@ -96,10 +96,14 @@ def main() -> None:
     parser.add_argument("--cpu-ms", type=float, default=0.0,
                         help="make the work CPU-bound: this much CPU per record instead of the 10 ms "
                              "lookup (shows the cores' ceiling the policy measures)")
+    parser.add_argument("--history", action="store_true",
+                        help="first write three past days that ran this load at this time of day into "
+                             "the job's Redis history: the daemon's day plan then scales up before the "
+                             "step comes (waits up to 5 min for the step to begin a history slot)")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
-    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape)
+    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape, history=args.history)
 
 
 def load_at(elapsed: float, high: float, shape: str = "step") -> float:
