@@ -1,7 +1,7 @@
 """The daemon's commands: `run`, `status`, `decisions`, `override set|clear|list` and
 `history show|backfill`.
 
-`status`, `decisions` and `override` take the job and Redis from --job/--redis, from the
+`status`, `decisions`, `override` and `history` take the job and Redis from --job/--redis, from the
 environment, or from the daemon's --config file, so an operator can point them at the same file
 the daemon runs with.
 """
