@@ -1,4 +1,5 @@
-"""Collect: run the configured PromQL against Prometheus, one instant query per column.
+"""Collect: run the configured PromQL against Prometheus, one instant query per column
+(`range_points`: one query over a stretch of the past, for a backfill or a replay).
 
 The collector only fetches. What is missing, late or unreachable is recorded as a problem on the
 `Samples` it returns, never raised, so the evaluator turns it into an observation the guards hold on.
@@ -10,6 +11,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import structlog
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -20,6 +22,8 @@ from autosizer.controller.queries import render
 from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
+
+MAX_POINTS = 10_000  # a range query's points per series; Prometheus refuses more than 11,000
 
 Labels = Mapping[str, str]
 
@@ -70,6 +74,32 @@ class PrometheusCollector:
             return None
         values = [_number(r.get("value")) for r in result]
         return sum(values) if values and all(math.isfinite(v) for v in values) else None
+
+
+def range_points(url: str, query: str, start: float, end: float, step_s: float,
+                 timeout_s: float = 30.0) -> list[tuple[float, float]]:
+    """(time, value) of `query` over [start, end] every `step_s`, its series summed, in as many
+    range queries as Prometheus' per-query limit needs. Values that are not finite are dropped;
+    an unreachable Prometheus or a refused query is one ValueError."""
+    client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
+    points: dict[float, float] = {}
+    begin = start
+    while begin < end:
+        until = min(end, begin + step_s * MAX_POINTS)
+        try:
+            result = client.custom_query_range(query, start_time=datetime.fromtimestamp(begin, UTC),
+                                               end_time=datetime.fromtimestamp(until, UTC), step=f"{step_s:g}")
+        except (RequestException, PrometheusApiClientException, ValueError) as exc:
+            raise ValueError(f"the range query at {redact(url)} failed ({redact(str(exc))[:200]}): check the "
+                             f"URL, the query and that Prometheus is up") from None
+        summed: dict[float, float] = {}  # a query's series summed; the next query's first point repeats its last
+        for series in result:
+            for stamp, value in series.get("values", ()):
+                if math.isfinite(rate := _number((stamp, value))):
+                    summed[float(stamp)] = summed.get(float(stamp), 0.0) + rate
+        points.update(summed)
+        begin = until
+    return sorted(points.items())
 
 
 def _number(pair: object) -> float:

@@ -21,8 +21,9 @@ import numpy as np
 from autosizer.actuators.journal import ActuationJournal, last_rescale
 from autosizer.checks import argtype, duration, whole
 from autosizer.controller.backoff import Backoff, BackoffStore
+from autosizer.controller.collector import range_points
 from autosizer.controller.config import DEFAULT_REDIS, ConfigError, PrometheusSection, load_config
-from autosizer.controller.history import HistoryStore, input_points
+from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import NAMES, Overrides, OverrideStore
@@ -33,7 +34,7 @@ from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import problems as topology_problems
 from autosizer.pipeline.control import ControlChannel
-from autosizer.policies.history import DAY_S
+from autosizer.policies.history import DAY_S, InputHistory
 
 BACKFILL_DAYS = 14  # the history keeps 15 days, today's included
 
@@ -158,16 +159,7 @@ def _ttl(ms: int | None) -> str:
 def history_show(args: argparse.Namespace) -> None:
     """Each day on record, and what the days expect of the next hour (what the day plan reads)."""
     history, now = HistoryStore(_store(args)).load(), time.time()
-    rows = []
-    for day, row in sorted(history.days.items()):
-        seen = ~np.isnan(row)
-        top = int(np.nanargmax(row)) if seen.any() else 0
-        rows.append({"day": datetime.fromtimestamp(day * DAY_S, UTC).date().isoformat(),
-                     "slots seen": f"{int(seen.sum())}/{history.slots}",
-                     "peak/s": round(float(row[top]), 1) if seen.any() else None,
-                     "peak at (UTC)": f"{top * history.slot_s // 3600:02d}:{top * history.slot_s % 3600 // 60:02d}"
-                     if seen.any() else None,
-                     "lowest/s": round(float(np.nanmin(row)), 1) if seen.any() else None})
+    rows = [_day_row(day, row, history.slot_s) for day, row in sorted(history.days.items())]
     expected = history.expected_peak(now, 3600.0)
     if args.json:
         print(json.dumps({"days": rows, "next_hour_peak": expected}))
@@ -179,9 +171,20 @@ def history_show(args: argparse.Namespace) -> None:
           "last hour went otherwise than they said): the policy reacts")
 
 
+def _day_row(day: int, row: np.ndarray, slot_s: int) -> dict[str, Any]:
+    """A day's line: its slots seen, its peak and when, its lowest (blank for a day with none)."""
+    shown: dict[str, Any] = {"day": datetime.fromtimestamp(day * DAY_S, UTC).date().isoformat(),
+                             "slots seen": f"{int((~np.isnan(row)).sum())}/{row.size}"}
+    if np.isnan(row).all():
+        return shown
+    top = int(np.nanargmax(row)) * slot_s
+    return {**shown, "peak/s": round(float(np.nanmax(row)), 1), "peak at (UTC)": f"{top // 3600:02d}:{top % 3600 // 60:02d}",
+            "lowest/s": round(float(np.nanmin(row)), 1)}
+
+
 def history_backfill(args: argparse.Namespace) -> None:
     """The past days from the input rate Prometheus recorded, read with the daemon's own query,
-    selector and window, every tick's interval (10 s at least: a day a query)."""
+    selector and window, every tick's interval."""
     prometheus, interval_s = PrometheusSection(), 15.0
     if args.config:
         config = load_config(args.config)
@@ -194,7 +197,7 @@ def history_backfill(args: argparse.Namespace) -> None:
     query = f"sum({render(prometheus.queries['input_rate'], prometheus.selector, prometheus.window)})"
     store, now = _store(args), time.time()
     start = (int(now // DAY_S) - args.days) * DAY_S
-    raised = HistoryStore(store).backfill(input_points(url, query, start, now, max(10.0, interval_s)), now)
+    raised = HistoryStore(store).backfill(range_points(url, query, start, now, interval_s), now)
     days = {datetime.fromtimestamp(d * DAY_S, UTC).date().isoformat(): n for d, n in sorted(raised.items())}
     if args.json:
         print(json.dumps({"days": days}))
@@ -273,7 +276,7 @@ def _topology_status(topology: Topology | None, layout: Layout | None, problems:
     return {"broker": dict(topology.counts), "reported": _when(topology.at_ms / 1000)}
 
 
-def _history_status(history: Any) -> dict[str, Any]:
+def _history_status(history: InputHistory) -> dict[str, Any]:
     """How many days the day plan has, and what they expect of the next hour (None: it reacts)."""
     return {"days": len(history.days), "next_hour_peak": history.expected_peak(time.time(), 3600.0)}
 

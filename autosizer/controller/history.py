@@ -6,8 +6,8 @@ today's field; days past `keep_days` are deleted when the history is loaded and 
 begins. The daemon reads the days again at each new slot (`refresh`), keeping its own today. Losing Redis loses only the
 foresight: the policy reacts as it does with no history, and says so in its reasons.
 
-`backfill` fills the past days from Prometheus (`input_points`: the daemon's own input query,
-summed), so a daemon deployed on a job Prometheus has watched for days plans from its first
+`backfill` fills the past days from Prometheus (`collector.range_points` of the daemon's own
+input query, summed), so a daemon deployed on a job Prometheus has watched for days plans from its first
 day instead of reacting for two.
 """
 
@@ -17,17 +17,12 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable
-from datetime import UTC, datetime
 
 import numpy as np
 import structlog
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from requests import RequestException
-from urllib3.util.retry import Retry
 
 from autosizer.elasticity.store import MetadataStore, StoreError
 from autosizer.policies.history import DAY_S, InputHistory
-from autosizer.redaction import redact
 
 log = structlog.get_logger(__name__)
 
@@ -109,29 +104,3 @@ class HistoryStore:
                 self.save(history, day)
         return {day: count for day, count in raised.items() if day in history.days}
 
-
-def input_points(url: str, query: str, start: float, end: float, step_s: float,
-                 timeout_s: float = 30.0) -> list[tuple[float, float]]:
-    """`query` (one series, e.g. the daemon's input rate summed) over [start, end] every `step_s`,
-    a day per range query: Prometheus answers at most 11,000 points a query. Points that are
-    not finite are dropped; an unreachable Prometheus or a refused query is one ValueError."""
-    client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
-    points: dict[float, float] = {}
-    begin = start
-    while begin < end:
-        until = min(end, begin + DAY_S)
-        try:
-            result = client.custom_query_range(query, start_time=datetime.fromtimestamp(begin, UTC),
-                                               end_time=datetime.fromtimestamp(until, UTC), step=f"{step_s:g}")
-        except (RequestException, PrometheusApiClientException, ValueError) as exc:
-            raise ValueError(f"the range query at {redact(url)} failed ({redact(str(exc))[:200]}): check "
-                             f"[prometheus] url (or --prometheus) and that Prometheus is up") from None
-        summed: dict[float, float] = {}  # a query's series summed; the next query's first point repeats its last
-        for series in result:
-            for stamp, value in series.get("values", ()):
-                rate = float(value)
-                if math.isfinite(rate):
-                    summed[float(stamp)] = summed.get(float(stamp), 0.0) + rate
-        points.update(summed)
-        begin = until
-    return sorted(points.items())

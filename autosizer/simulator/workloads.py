@@ -226,21 +226,12 @@ def _changes(path: str | Path, changes: Any, seconds: int) -> tuple[int, ...]:
 
 def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15) -> Workload:
     """Replay real history: a range query whose series are summed, resampled to 1 s."""
-    from prometheus_api_client import PrometheusConnect  # optional at import time: pandas-heavy
+    from autosizer.controller.collector import range_points  # optional at import time: pandas-heavy
 
-    try:
-        result = PrometheusConnect(url=url, disable_ssl=True).custom_query_range(
-            query, start_time=_when(start), end_time=_when(end), step=str(step_s))
-    except Exception as exc:  # the client raises requests' and its own errors
-        raise ValueError(f"Prometheus range query at {url} failed ({exc}); check the URL and the query") from None
-    if not result:
+    points = range_points(url, query, _when(start).timestamp(), _when(end).timestamp(), step_s)
+    if not points:
         raise ValueError(f"Prometheus returned no series for {query!r} between {start} and {end}")
-    points: dict[float, float] = {}
-    for series in result:
-        for stamp, value in series["values"]:
-            points[float(stamp)] = points.get(float(stamp), 0.0) + float(value)
-    times = np.array(sorted(points))
-    values = np.array([points[t] for t in times])
+    times, values = (np.array(column) for column in zip(*points, strict=True))
     seconds = np.arange(int(times[-1] - times[0]) + 1)
     return Workload("prometheus", np.maximum(np.interp(seconds, times - times[0], values), 0.0))
 
