@@ -33,9 +33,8 @@ step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--dur
 the pressed hour and task-seconds, real and simulated (real traffic's decisions, not only its
 lag: are the simulated rescale counts, on which the suite's goals rest, the real job's?).
 `--history` first writes three past days into the job's Redis history that ran the same load at
-the same time of day (`examples/demo.py`, `seed_history`; the run waits for the step to begin a
-5-minute slot): does the shipped daemon's day plan size for the step before it comes, as the
-simulator's does on `workday`? The replay starts from the same days at the run's clock time.
+the same time of day (`examples/demo.py`, `seed_history`): does the shipped daemon's day plan
+size for the step before it comes, as the simulator's does on `workday`? The replay starts from the same days at the run's clock time.
 """
 
 from __future__ import annotations

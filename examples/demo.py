@@ -221,7 +221,6 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
             load_of = profile or (lambda elapsed: load_at(elapsed, step, shape))
             if history:
-                _step_at_a_slot(InputHistory().slot_s)
                 seeded = seed_history(store, time.time(), duration, load_of)
             runner.start()
             began = time.time()
@@ -306,16 +305,6 @@ def seed_history(store: MetadataStore, began: float, duration: float, load: Call
     for day in history.days:
         saved.save(history, day)
     return {day: row.tolist() for day, row in history.days.items()}
-
-
-def _step_at_a_slot(slot_s: int) -> None:
-    """Wait until the step, STEP_AT after now, begins a second into a history slot. The daemon
-    trusts its history only while the last hour went as the days on record say (`InputHistory`),
-    and that hour includes the current slot: a first tick at LOW in a slot the past days had at
-    the step's rate would read as a day that broke the pattern."""
-    wait = (slot_s - (time.time() + STEP_AT - 1) % slot_s) % slot_s
-    print(f"waiting {wait:.0f} s for the step to begin a {slot_s // 60}-min history slot...")
-    time.sleep(wait)
 
 
 def _judgements(decisions: list[dict]) -> list[str]:

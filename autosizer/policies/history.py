@@ -8,9 +8,10 @@ own). Expecting the peak of a window ahead:
 - with the same weekday one or two weeks back on record, from those days (a weekly pattern: a
   Monday is not a Sunday), their median;
 - otherwise from the last three days that saw the window, their median, once at least two did;
-- never when today broke the pattern: when the last hour's input was far from what the same
-  method expected of it (a holiday, an outage, a launch), the history is not trusted until the
-  day agrees with it again. Then the policy simply reacts, as it does with no history.
+- never when today broke the pattern: when the last hour's completed slots saw input far from
+  what the same method expected of them (a holiday, an outage, a launch), the history is not
+  trusted until the day agrees with it again. Then the policy simply reacts, as it does with no
+  history.
 
 Pure: no I/O, one truth for the daemon and the simulator.
 """
@@ -152,10 +153,13 @@ class InputHistory:
         return float(np.nanmax(values))
 
     def _agrees(self, now: float, window_s: float = 3600.0) -> bool:
-        """Did the last hour go as the history said it would? With nothing to compare, yes."""
-        start = now - window_s
-        actual = self._peak(int(start // DAY_S), start, now) if start >= 0 else None
-        expected = self._expect(start, now)
+        """Did the last hour's completed slots go as the history said they would? With nothing
+        to compare, yes. The slot now in progress is left out: today has seen only its first
+        seconds, the days its whole peak, so a ramp due later in it would read as a broken day."""
+        end = (now // self.slot_s) * self.slot_s
+        start = end - window_s
+        actual = self._peak(int(start // DAY_S), start, end) if start >= 0 else None
+        expected = self._expect(start, end)
         if actual is None or expected is None:
             return True
         scale = max(actual, expected, self._typical())

@@ -268,13 +268,15 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
         second.lease.release()
 
         # Days that ran 400/s through the last hour too, where today ran 50/s (a holiday, an
-        # outage upstream): today broke their pattern, so they are not believed and the tick
-        # reacts to the input it sees.
+        # outage upstream; today's hour as a daemon running through it recorded it): today broke
+        # their pattern, so they are not believed and the tick reacts to the input it sees.
         store.redis.delete(saved.key)
         history = InputHistory()
         for back in (1, 2, 3):
             for ago in range(-2 * 3600, 3600, 60):
                 history.record(now - back * 86400 + ago, 400.0 if -3600 <= ago < 1200 else 50.0)
+        for ago in range(-3600, 0, 60):
+            history.record(now + ago, 50.0)
         for day in history.days:
             saved.save(history, day)
         record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()

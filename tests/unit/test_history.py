@@ -62,6 +62,19 @@ def test_a_day_that_breaks_the_pattern_is_not_trusted():
     assert history.expected_peak(holiday + 13 * HOUR, 3600) == 10_000.0
 
 
+
+def test_a_ramp_due_later_in_the_slot_now_in_progress_does_not_break_the_day():
+    """The days' 08:00 slot peaked at the ramp two minutes in; today's has seen 30 quiet seconds.
+    Only completed slots are judged, so the history still speaks at 08:00:30."""
+    def late(second: float, day: int = 0) -> float:
+        return 10_000.0 if 8 * HOUR + 120 <= second < 18 * HOUR else 500.0
+
+    history = days_of(InputHistory(), range(3), late)
+    today = 3 * DAY_S
+    for second in range(0, 8 * HOUR + 31, 30):
+        history.record(today + second, late(second))
+    assert history.expected_peak(today + 8 * HOUR + 30, 3600) == 10_000.0
+
 def test_the_highest_of_the_days_for_a_decision_a_peak_would_undo():
     history = days_of(InputHistory(), range(3), lambda s, d: 1000.0 * (d + 1))
     assert history.expected_peak(3 * DAY_S, 3600) == 2000.0  # the median
