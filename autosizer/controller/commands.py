@@ -160,15 +160,14 @@ def history_show(args: argparse.Namespace) -> None:
     """Each day on record, and what the days expect of the next hour (what the day plan reads)."""
     history, now = HistoryStore(_store(args)).load(), time.time()
     rows = [_day_row(day, row, history.slot_s) for day, row in sorted(history.days.items())]
-    expected = history.expected_peak(now, 3600.0)
+    expected, doubt = history.expected_peak(now, 3600.0), history.doubt(now, 3600.0)
     if args.json:
-        print(json.dumps({"days": rows, "next_hour_peak": expected}))
+        print(json.dumps({"days": rows, "next_hour_peak": expected, "doubt": doubt}))
         return
     print(format_table(rows, ["day", "slots seen", "peak/s", "peak at (UTC)", "lowest/s"]) if rows
           else "no days on record: the daemon records them as it ticks (or `autosizer history backfill`)")
     print(f"next hour: recent days expect up to {expected:.0f}/s" if expected is not None else
-          "next hour: the history cannot say (fewer than two of the last three days on record, or the "
-          "last hour went otherwise than they said): the policy reacts")
+          f"next hour: the history cannot say ({doubt}): the policy reacts")
 
 
 def _day_row(day: int, row: np.ndarray, slot_s: int) -> dict[str, Any]:
@@ -277,8 +276,11 @@ def _topology_status(topology: Topology | None, layout: Layout | None, problems:
 
 
 def _history_status(history: InputHistory) -> dict[str, Any]:
-    """How many days the day plan has, and what they expect of the next hour (None: it reacts)."""
-    return {"days": len(history.days), "next_hour_peak": history.expected_peak(time.time(), 3600.0)}
+    """How many days the day plan has, and what they expect of the next hour (None: it reacts,
+    for the reason `doubt` gives)."""
+    now = time.time()
+    return {"days": len(history.days), "next_hour_peak": history.expected_peak(now, 3600.0),
+            "doubt": history.doubt(now, 3600.0)}
 
 
 def _entry_json(entry: Any) -> Any:
@@ -335,7 +337,7 @@ def _render_status(s: dict[str, Any]) -> str:
                                       f"{h['days']} day(s) on record; "
                                       + (f"the next hour: up to {h['next_hour_peak']:.0f}/s"
                                          if h["next_hour_peak"] is not None else
-                                         "they cannot say of the next hour: the policy reacts")))
+                                         f"they cannot say of the next hour ({h['doubt']}): the policy reacts")))
     a = s["actuation"]
     if a:
         lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"

@@ -63,6 +63,7 @@ class Tick:
     _reported_errors: tuple[str, ...] = ()
     _wall: float = 0.0
     _history_slot: int | None = None  # the history slot of the last tick that recorded one
+    _broken: str | None = None  # how today broke the days' pattern, while it does
     _notes: tuple[str, ...] = ()  # this tick's refused or pending expansions, for its record
 
     def __call__(self) -> DecisionRecord | None:
@@ -213,7 +214,9 @@ class Tick:
         elif int(obs.time // self.history.slot_s) != self._history_slot:
             # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
             self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
-        self._history_slot = int(obs.time // self.history.slot_s)
+        if int(obs.time // self.history.slot_s) != self._history_slot:
+            self._history_slot = int(obs.time // self.history.slot_s)
+            self._report_pattern(self.history, obs.time)
         day = self.history.record(obs.time, obs.input_rate)
         if day is not None:
             try:
@@ -221,6 +224,16 @@ class Tick:
             except StoreError as exc:
                 log.error("history.unwritable", job=self.store.job, error=str(exc))
         return replace(obs, history=self.history)
+
+    def _report_pattern(self, history: InputHistory, now: float) -> None:
+        """Log when today breaks the days' pattern and when it agrees again: the day plan goes off
+        and on there, which an operator should not have to piece together from the reasons."""
+        broken = history.broken(now)
+        if broken and not self._broken:
+            log.warning("history.pattern_broken", job=self.store.job, why=broken)
+        elif self._broken and not broken:
+            log.info("history.pattern_restored", job=self.store.job)
+        self._broken = broken
 
     def _guarded(self, act) -> Outcome | Exception:
         """Run an actuation; a refusal or store failure is reported, never raised into the scheduler."""

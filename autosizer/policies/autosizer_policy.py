@@ -297,6 +297,10 @@ class AutosizerPolicy:
             wish = ceiling
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
+        if obs.history is not None and (doubt := obs.history.doubt(obs.time, self.day_ahead)):
+            details["history"] = doubt
+            if broken := obs.history.broken(obs.time):
+                reason += f"; no day plan: {broken}"
         return answer(wish, reason + judged, details)
 
     def _scale_down(self, obs: Observation, task_rate: float, recent: float,

@@ -39,7 +39,7 @@ class InputHistory:
     days: dict[int, np.ndarray] = field(default_factory=dict)  # day number -> peak per slot, NaN unseen
     # this slot's answers: whether the day agrees with the history, and each window's expectation
     _slot: int | None = field(default=None, repr=False, compare=False)
-    _trusted: bool = field(default=False, repr=False, compare=False)
+    _broken: str | None = field(default=None, repr=False, compare=False)  # how today broke the pattern
     _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
     _profiles: dict[float, np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
 
@@ -92,13 +92,33 @@ class InputHistory:
             self._profiles[ahead_s] = self._profile(slot, max(1, math.ceil(ahead_s / self.slot_s)))
         return self._profiles[ahead_s]
 
+    def doubt(self, now: float, ahead_s: float = 3600.0) -> str | None:
+        """Why the history cannot say what the next `ahead_s` holds, in an operator's words (for
+        a decision's reasons and `autosizer history show`), or None when it can: a user who
+        expected the day plan to act is told which fallback held it back."""
+        if not self._trusted_at(now):
+            return self._broken
+        today = int(now // DAY_S)
+        if not self._compared(today, lambda day: day if day in self.days else None):
+            on = sum(today - k in self.days for k in (1, 2, 3))
+            return f"{on} of the last three days on record, {self.min_days} needed"
+        if self.expected_peak(now, ahead_s) is None:
+            return "the days on record never saw this time of day"
+        return None
+
+    def broken(self, now: float) -> str | None:
+        """How today broke the days' pattern over the last hour, or None when it did not: the
+        one fallback a decision names, since the days on record led the operator to expect a plan."""
+        self._trusted_at(now)
+        return self._broken
+
     def _trusted_at(self, now: float) -> bool:
         """Whether the history may be believed now; a new slot judges that afresh and forgets
         the last slot's answers."""
         slot = int(now // self.slot_s)
         if self._slot != slot:
-            self._slot, self._trusted, self._answers, self._profiles = slot, self._agrees(now), {}, {}
-        return self._trusted
+            self._slot, self._broken, self._answers, self._profiles = slot, self._disagreement(now), {}, {}
+        return self._broken is None
 
     def _profile(self, slot: int, count: int) -> np.ndarray | None:
         today = slot // self.slots
@@ -152,18 +172,22 @@ class InputHistory:
             return None
         return float(np.nanmax(values))
 
-    def _agrees(self, now: float, window_s: float = 3600.0) -> bool:
-        """Did the last hour's completed slots go as the history said they would? With nothing
-        to compare, yes. The slot now in progress is left out: today has seen only its first
-        seconds, the days its whole peak, so a ramp due later in it would read as a broken day."""
+    def _disagreement(self, now: float, window_s: float = 3600.0) -> str | None:
+        """How the last hour's completed slots went otherwise than the history said they would,
+        or None when they went as it said (or there is nothing to compare). The slot now in
+        progress is left out: today has seen only its first seconds, the days its whole peak,
+        so a ramp due later in it would read as a broken day."""
         end = (now // self.slot_s) * self.slot_s
         start = end - window_s
         actual = self._peak(int(start // DAY_S), start, end) if start >= 0 else None
         expected = self._expect(start, end)
         if actual is None or expected is None:
-            return True
+            return None
         scale = max(actual, expected, self._typical())
-        return abs(actual - expected) <= self.tolerance * scale
+        if abs(actual - expected) <= self.tolerance * scale:
+            return None
+        return (f"today broke the days' pattern: the last hour peaked at {actual:.0f}/s where they had "
+                f"{expected:.0f}/s (a holiday, an outage?); believed again once the day agrees")
 
     def _typical(self) -> float:
         """A tenth of the highest peak on record: differences below it are noise at night."""

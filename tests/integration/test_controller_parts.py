@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
 from autosizer.actuators.base import ActuatorContext
 from autosizer.actuators.journal import ActuationJournal, JournalRefused
@@ -279,9 +280,14 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
             history.record(now + ago, 50.0)
         for day in history.days:
             saved.save(history, day)
-        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
+        with capture_logs() as logged:
+            record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
         assert (record.outcome, record.target) == ("hold", 1), record
-        assert "day plan" not in record.reason, record.reason
+        assert "the day plan runs" not in record.reason, record.reason
+        assert "no day plan: today broke the days' pattern: the last hour peaked at 50/s where they had 400/s" \
+            in record.reason, record.reason
+        (broken,) = [e for e in logged if e["event"] == "history.pattern_broken"]
+        assert broken["why"] in record.reason and broken["log_level"] == "warning"
 
 
 def test_each_new_slot_the_tick_reads_days_written_since_and_keeps_its_own_today(redis_server, job, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from autosizer.controller.history import HistoryStore
 from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
-from autosizer.policies.history import DAY_S
+from autosizer.policies.history import DAY_S, InputHistory
 from tests.daemon_harness import AUTOSIZER, ROOT, write_config
 
 pytestmark = pytest.mark.integration
@@ -90,6 +90,7 @@ def test_backfill_fills_the_past_days_from_prometheus_and_show_reads_them(redis_
     # what the policy would read of the next hour: BUSY (10-40 minutes ahead on every past day)
     expected = history.expected_peak(time.time(), 3600.0)
     assert report["next_hour_peak"] == (None if expected is None else pytest.approx(expected, rel=0.01))
+    assert report["doubt"] == history.doubt(time.time(), 3600.0)
     status = subprocess.run([AUTOSIZER, "status", "--config", str(config)], cwd=ROOT, capture_output=True,
                             text=True, timeout=60).stdout
     assert "history    3 day(s) on record; " in status, status
@@ -111,3 +112,21 @@ def test_history_commands_refuse_bad_input_in_one_line(redis_server, job):
                        (("backfill", *target, "--days", "nan"), "--days must be")):
         out = _cli(*args)
         assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_show_and_status_say_why_the_history_cannot_say(redis_server, job):
+    """One day on record: both name the fallback (two of the last three days are needed), not
+    only that the policy reacts."""
+    store = MetadataStore(redis_server.url, job)
+    saved = HistoryStore(store)
+    history, yesterday = InputHistory(), int(time.time() // DAY_S) - 1
+    for second in range(0, DAY_S, 300):
+        history.record(yesterday * DAY_S + second, QUIET)
+    saved.save(history, yesterday)
+    target = ("--job", job, "--redis", redis_server.url)
+    shown = _cli("show", *target)
+    assert "next hour: the history cannot say (1 of the last three days on record, 2 needed): the policy reacts" \
+        in shown.stdout, shown.stdout
+    status = subprocess.run([AUTOSIZER, "status", *target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ("history    1 day(s) on record; they cannot say of the next hour (1 of the last three days on "
+            "record, 2 needed)") in status.stdout, status.stdout

@@ -63,6 +63,25 @@ def test_a_day_that_breaks_the_pattern_is_not_trusted():
 
 
 
+
+def test_the_history_says_why_it_cannot_say():
+    """Each fallback in words: too few days, a time of day never seen, a day that broke the pattern."""
+    history = days_of(InputHistory(), range(1), office)
+    assert history.doubt(DAY_S + 7 * HOUR) == "1 of the last three days on record, 2 needed"
+    days_of(history, range(1, 3), office)
+    today = 3 * DAY_S
+    assert history.doubt(today + 7 * HOUR) is None and history.broken(today + 7 * HOUR) is None
+    for second in range(0, 10 * HOUR, 60):  # 08:00-10:00 brought 500/s, not 10,000/s
+        history.record(today + second, 500.0)
+    why = history.doubt(today + 10 * HOUR)
+    assert why == history.broken(today + 10 * HOUR)
+    assert why is not None and "peaked at 500/s where they had 10000/s" in why
+    sparse = InputHistory()
+    for day in range(3):  # only the mornings seen
+        for second in range(0, 6 * HOUR, 60):
+            sparse.record(day * DAY_S + second, 500.0)
+    assert sparse.doubt(3 * DAY_S + 12 * HOUR) == "the days on record never saw this time of day"
+
 def test_a_ramp_due_later_in_the_slot_now_in_progress_does_not_break_the_day():
     """The days' 08:00 slot peaked at the ramp two minutes in; today's has seen 30 quiet seconds.
     Only completed slots are judged, so the history still speaks at 08:00:30."""

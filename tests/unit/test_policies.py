@@ -422,6 +422,32 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])
 
 
+
+def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
+    """Office days on record, and a holiday: by 09:30 the last hour ran 500/s where the days had
+    8,000/s, so the policy reacts, and says why it does not follow the plan the days would make.
+    A history too short to use is only noted in the details: it is every new job's first days."""
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    history = InputHistory()
+    for second in range(0, 3 * DAY_S, 60):
+        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    for second in range(3 * DAY_S, 3 * DAY_S + 9 * 3600 + 1800, 60):
+        history.record(second, 500.0)
+    decision, _ = load_policy("autosizer").decide(
+        observe(factor=8, input_rate=500, task_rate=400, time=3 * DAY_S + 9 * 3600 + 1800, history=history), None)
+    assert "no day plan: today broke the days' pattern: the last hour peaked at 500/s where they had 8000/s" \
+        in decision.reason, decision.reason
+    assert decision.details["history"] in decision.reason
+
+    short = InputHistory()
+    for second in range(0, DAY_S, 60):
+        short.record(second, 500.0)
+    decision, _ = load_policy("autosizer").decide(
+        observe(factor=1, input_rate=500, task_rate=400, time=DAY_S + 7 * 3600, history=short), None)
+    assert decision.details["history"] == "1 of the last three days on record, 2 needed"
+    assert "day plan" not in decision.reason, decision.reason
+
 def test_with_the_day_on_record_the_evening_scale_down_waits_an_hour_not_the_lull_memory():
     """The same office days: at 18:00 the input drops from 8,000 to 500/s. The history says no
     peak comes back before 08:00, so the look-back a scale-down must clear is the hour the
