@@ -3,18 +3,26 @@ Prometheus scraping the pipeline, and a config written for short ticks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from autosizer.controller.collector import PrometheusCollector
+from autosizer.controller.config import load_config
+from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
-from autosizer.embedded import free_port
+from autosizer.elasticity.store import MetadataStore
+from autosizer.embedded import EmbeddedPrometheus, free_port
 from autosizer.pipeline.metrics import PipelineMetrics, serve
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
+from tests.integration.test_pipeline import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
@@ -163,3 +171,22 @@ class Exporter(FedExporter):
             self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
             self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
                                       for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
+
+
+@contextlib.contextmanager
+def scraped_job(redis_server, job: str, tmp_path, rate: float) -> Iterator[tuple[MetadataStore, Any, Any]]:
+    """A job at factor 1 whose exporter is fed `rate` in and 100/s done, scraped by a real
+    Prometheus until its input shows over the window; a dry-run daemon's config for it.
+    Yields (store, config, prometheus)."""
+    layout = Layout(topics={"orders": 2}, factor=1)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(layout)
+    with Exporter(layout, rate=rate, capacity=100) as exporter, \
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
+        config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
+                                          actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
+        collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
+        wait_until(lambda: not collector.collect().problems and collector.lag() is not None, 60, "a first scrape")
+        wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 0.75 * rate, 60,
+                   "the input rate over the window")
+        yield store, config, prometheus

@@ -65,6 +65,11 @@ class PrometheusCollector:
         return samples
 
 
+    def input_since(self, start: float, end: float, step_s: float) -> list[tuple[float, float]]:
+        """The job's input rate (the input_rate query summed) over [start, end] every `step_s`:
+        what a daemon new to the job did not see itself. ValueError when Prometheus cannot say."""
+        return range_points(self.url, f"sum({self.queries['input_rate']})", start, end, step_s, self.timeout_s)
+
     def lag(self) -> float | None:
         """Total records behind right now (the lag_records query summed); None if unknown."""
         try:

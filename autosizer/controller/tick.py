@@ -31,7 +31,7 @@ from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
-from autosizer.policies.history import DAY_S, InputHistory
+from autosizer.policies.history import DAY_S, TRUST_WINDOW_S, InputHistory
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +53,7 @@ class Tick:
     metrics: DaemonMetrics | None = None
     history_store: HistoryStore | None = None  # the input's recent days, for the policy's foresight
     history: InputHistory | None = None  # loaded from it on the first tick
+    recall_step_s: float = 15.0  # the step of the last hour read back from Prometheus at that load
     backoff_store: BackoffStore | None = None  # None: no backoff after failed actuations
     backoff_s: float = BACKOFF_S  # the first wait after a failed actuation; doubles per failure
     backoff_max_s: float = BACKOFF_MAX_S
@@ -211,6 +212,7 @@ class Tick:
             return obs
         if self.history is None:
             self.history = self.history_store.load()
+            self._recall_trust_window(self.history, obs.time)
         elif int(obs.time // self.history.slot_s) != self._history_slot:
             # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
             self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
@@ -224,6 +226,25 @@ class Tick:
             except StoreError as exc:
                 log.error("history.unwritable", job=self.store.job, error=str(exc))
         return replace(obs, history=self.history)
+
+    def _recall_trust_window(self, history: InputHistory, now: float) -> None:
+        """Fill the last hour of today from Prometheus where the history has no record of it (a
+        daemon new to the job, or back after a while down): the trust check reads that hour, and
+        without it a day that broke the pattern would be believed for an hour. Prometheus down
+        costs only that: logged, and the check goes on with what is on record."""
+        try:
+            points = self.collector.input_since(now - TRUST_WINDOW_S, now, self.recall_step_s)
+        except ValueError as exc:
+            log.warning("history.recall_failed", job=self.store.job, error=str(exc))
+            return
+        days = {day for at, rate in points if at < now and (day := history.record(at, rate)) is not None}
+        for day in sorted(days):
+            try:
+                self.history_store.save(history, day)
+            except StoreError as exc:
+                log.error("history.unwritable", job=self.store.job, error=str(exc))
+                return
+        log.info("history.recalled", job=self.store.job, points=len(points), days_raised=len(days))
 
     def _report_pattern(self, history: InputHistory, now: float) -> None:
         """Log when today breaks the days' pattern and when it agrees again: the day plan goes off

@@ -28,6 +28,7 @@ import numpy as np
 T = TypeVar("T")
 DAY_S = 86_400
 WEEK_DAYS = 7
+TRUST_WINDOW_S = 3600.0  # the span of today the history's trust check compares with the days
 
 
 @dataclass
@@ -172,7 +173,7 @@ class InputHistory:
             return None
         return float(np.nanmax(values))
 
-    def _disagreement(self, now: float, window_s: float = 3600.0) -> str | None:
+    def _disagreement(self, now: float, window_s: float = TRUST_WINDOW_S) -> str | None:
         """How the last hour's completed slots went otherwise than the history said they would,
         or None when they went as it said (or there is nothing to compare). The slot now in
         progress is left out: today has seen only its first seconds, the days its whole peak,

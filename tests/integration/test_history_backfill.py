@@ -7,16 +7,20 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
+from autosizer.controller.daemon import build_tick
 from autosizer.controller.history import HistoryStore
+from autosizer.controller.metrics import DaemonMetrics
 from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
-from autosizer.policies.history import DAY_S, InputHistory
-from tests.daemon_harness import AUTOSIZER, ROOT, write_config
+from autosizer.policies.history import DAY_S, TRUST_WINDOW_S, InputHistory
+from tests.daemon_harness import AUTOSIZER, ROOT, scraped_job, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +37,13 @@ def _rate(at: float, now: float) -> float:
     return BUSY if 600 <= (at - now) % DAY_S < 2400 else QUIET
 
 
-def _blocks(data: Path, start: float, now: float) -> None:
-    """The two partitions' high watermarks from `start` to `now`, as promtool turns OpenMetrics
-    into the blocks Prometheus reads at start."""
-    times = np.arange(start, now, STEP_S)
-    rates = np.array([_rate(t, now) for t in times]) / 2
-    marks = np.concatenate([[0.0], np.cumsum(rates[:-1] * STEP_S)])
+def _blocks(data: Path, start: float, now: float, rate: Callable[[float, float], float] = _rate,
+            step_s: float = STEP_S) -> None:
+    """The two partitions' high watermarks from `start` to `now` at `rate(at, now)` in all, one
+    sample every `step_s`, as promtool turns OpenMetrics into the blocks Prometheus reads at start."""
+    times = np.arange(start, now, step_s)
+    rates = np.array([rate(t, now) for t in times]) / 2
+    marks = np.concatenate([[0.0], np.cumsum(rates[:-1] * step_s)])
     lines = ["# TYPE autosizer_pipeline_high_watermark gauge"]
     for partition in (0, 1):
         lines += [f'autosizer_pipeline_high_watermark{{topic="orders",partition="{partition}"}} {m:.0f} {t:.0f}'
@@ -130,3 +135,31 @@ def test_show_and_status_say_why_the_history_cannot_say(redis_server, job):
     status = subprocess.run([AUTOSIZER, "status", *target], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert ("history    1 day(s) on record; they cannot say of the next hour (1 of the last three days on "
             "record, 2 needed)") in status.stdout, status.stdout
+
+
+
+def test_a_new_daemon_reads_the_last_hour_back_and_sees_a_broken_day_on_its_first_tick(redis_server, job, tmp_path):
+    """Three days in Redis ran 400/s through this hour and on; today ran 50/s, which Prometheus
+    kept (blocks, as if it had scraped the job all along) but no daemon saw. A new daemon's
+    first tick reads the hour back from Prometheus, so the days are not believed at once: it
+    reacts and says why. (With no record of the hour it would trust them for an hour and scale
+    ahead for a peak this day will not have.)"""
+    now = time.time()
+    # sampled each second, as the harness' Prometheus scrapes (its daemon reads 4 s rate windows)
+    _blocks(tmp_path / "prom" / "data", now - TRUST_WINDOW_S - 900, now, lambda at, _: 50.0, step_s=1.0)
+    history, saved = InputHistory(), HistoryStore(MetadataStore(redis_server.url, job))
+    for back in (1, 2, 3):
+        for ago in range(-2 * 3600, 3600, 60):
+            history.record(now - back * DAY_S + ago, 400.0 if -3600 <= ago < 1200 else 50.0)
+    for day in history.days:
+        saved.save(history, day)
+    with scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _), capture_logs() as logged:
+        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
+    assert "no day plan: today broke the days' pattern: the last hour peaked at 50/s where they had 400/s" \
+        in record.reason, record.reason
+    assert "the day plan runs" not in record.reason and record.target == 1, record
+    (recalled,) = [e for e in logged if e["event"] == "history.recalled"]
+    assert recalled["points"] >= TRUST_WINDOW_S / config.daemon.interval_s - 2
+    today = HistoryStore(store).load().days[int(now // DAY_S)]
+    hour = today[int(now % DAY_S // 300) - 11:int(now % DAY_S // 300)]  # the completed slots read back
+    assert np.allclose(hour, 50.0, rtol=0.05), hour
