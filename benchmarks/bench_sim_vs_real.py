@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
-     [--cold] [--trace NAME [--day D]] [--history] [--save run.json | --replay run.json]
+     [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -34,7 +34,9 @@ the pressed hour and task-seconds, real and simulated (real traffic's decisions,
 lag: are the simulated rescale counts, on which the suite's goals rest, the real job's?).
 `--history` first writes three past days into the job's Redis history that ran the same load at
 the same time of day (`examples/demo.py`, `seed_history`): does the shipped daemon's day plan
-size for the step before it comes, as the simulator's does on `workday`? The replay starts from the same days at the run's clock time.
+size for the step before it comes, as the simulator's does on `workday`? `--history holiday`
+writes days that ran the step's peak through the last hour, which today did not: does the
+daemon fall back to reacting, and say why? The replay starts from the same days at the run's clock time.
 """
 
 from __future__ import annotations
@@ -244,11 +246,12 @@ def main() -> None:
     parser.add_argument("--trace", choices=real_trace_names(),
                         help="play one day of this real trace instead of the step, pressed into the run")
     parser.add_argument("--day", type=int, default=1, help="which day of --trace, from 0 (default 1)")
-    parser.add_argument("--history", action="store_true",
-                        help="write three past days that ran this load at this time of day into the "
-                             "job's Redis history first (the daemon's day plan then sizes for the "
-                             "step before it comes: learn-the-day on the real job), the replay "
-                             "starting from the same days")
+    parser.add_argument("--history", nargs="?", const="same", choices=demo.HISTORIES,
+                        help="write three past days into the job's Redis history first, the replay "
+                             "starting from the same days: `same` (the default) ran this load at this "
+                             "time of day (the daemon's day plan then sizes for the step before it "
+                             "comes: learn-the-day on the real job); `holiday` ran the step's peak "
+                             "through the last hour, which today did not (the fallback: it reacts)")
     args = parser.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())

@@ -82,6 +82,7 @@ CLOCKS = {"demo": CONFIG,
           "shipped": "\n".join(line for line in CONFIG.splitlines() if not line.startswith(SHORTENED))}
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
 KEYS = 200  # customers: the orders' keys, each one's orders kept in order
+HISTORIES = ("same", "holiday")  # what `--history` writes: days like this one, or days it breaks
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
 
 
@@ -96,10 +97,11 @@ def main() -> None:
     parser.add_argument("--cpu-ms", type=float, default=0.0,
                         help="make the work CPU-bound: this much CPU per record instead of the 10 ms "
                              "lookup (shows the cores' ceiling the policy measures)")
-    parser.add_argument("--history", action="store_true",
-                        help="first write three past days that ran this load at this time of day into "
-                             "the job's Redis history: the daemon's day plan then scales up before the "
-                             "step comes (waits up to 5 min for the step to begin a history slot)")
+    parser.add_argument("--history", nargs="?", const="same", choices=HISTORIES,
+                        help="first write three past days into the job's Redis history: `same` (the "
+                             "default) ran this load at this time of day, so the daemon's day plan scales "
+                             "up before the step comes; `holiday` ran the step's peak through the last "
+                             "hour, which today did not, so the daemon does not believe them and reacts")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
@@ -159,7 +161,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
         cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
-        history: bool = False) -> bool:
+        history: str | None = None) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -168,8 +170,9 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     run with it (no start-up backlog: the pipeline measures the hot shares from the trickle).
     `profile` replaces the shape's load (orders/s at each second of the watched run, as
     `day_of_trace` makes), its high phase `phase_s` long from STEP_AT. `history` writes three
-    past days into the job's Redis history that ran this very load at this time of day (`seed_history`),
-    as a daemon that has seen the job for days finds them.
+    past days into the job's Redis history (`seed_history`), as a daemon that has seen the job
+    for days finds them: `same` ran this very load at this time of day, `holiday` a day today
+    broke.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -221,7 +224,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
             load_of = profile or (lambda elapsed: load_at(elapsed, step, shape))
             if history:
-                seeded = seed_history(store, time.time(), duration, load_of)
+                seeded = seed_history(store, time.time(), duration, load_of, holiday=history == "holiday")
             runner.start()
             began = time.time()
             watch(store, load, probe, duration, timeline, load_of)
@@ -289,18 +292,24 @@ class Finished:
 
 
 def seed_history(store: MetadataStore, began: float, duration: float, load: Callable[[float], float],
-                 days: int = 3) -> dict[int, list[float]]:
+                 days: int = 3, holiday: bool = False) -> dict[int, list[float]]:
     """Write `days` past days into the job's history in Redis, each LOW all day but for the
     watched run's time of day, which ran `load` (orders/s at each second from `began`): the days
     a daemon that has run the job since finds, so its day plan can size for the load before it
-    comes. Returns the rows written, by UTC day number."""
+    comes. `holiday`: the days ran the load's peak from an hour before `began` to the run's end,
+    and today's hour before `began` went LOW, as the daemon watching it recorded: a day that
+    broke the pattern, which the daemon must not believe. Returns the rows written, by UTC day."""
     history, today = InputHistory(keep_days=HistoryStore(store).keep_days), int(began) // DAY_S
+    peak = max(load(second) for second in range(int(duration)))
     for back in range(1, days + 1):
         for slot in range(history.slots):
             history.record((today - back) * DAY_S + slot * history.slot_s, LOW)
-        for second in range(int(duration)):
+        for second in range(-3600 if holiday else 0, int(duration)):
             if (at := began - back * DAY_S + second) < today * DAY_S:  # a run past midnight: not today's
-                history.record(at, load(second))
+                history.record(at, peak if holiday else load(second))
+    if holiday:
+        for second in range(-3600, 0, 15):
+            history.record(began + second, LOW)
     saved = HistoryStore(store)
     for day in history.days:
         saved.save(history, day)

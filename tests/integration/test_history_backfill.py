@@ -163,3 +163,22 @@ def test_a_new_daemon_reads_the_last_hour_back_and_sees_a_broken_day_on_its_firs
     today = HistoryStore(store).load().days[int(now // DAY_S)]
     hour = today[int(now % DAY_S // 300) - 11:int(now % DAY_S // 300)]  # the completed slots read back
     assert np.allclose(hour, 50.0, rtol=0.05), hour
+
+
+def test_the_demos_days_are_believed_and_its_holiday_is_not(redis_server, job):
+    """`examples/demo.py --history [same|holiday]` through a real Redis: the days like today make
+    the next hour expect the step; the days today broke are named as such, as a daemon loading
+    them would read them."""
+    from examples.demo import HIGH, LOW, load_at, seed_history
+
+    began, step = time.time(), lambda second: load_at(second, HIGH, "step")
+    for holiday, job_name in ((False, job), (True, job + "-holiday")):
+        store = MetadataStore(redis_server.url, job_name)
+        seed_history(store, began, 240, step, holiday=holiday)
+        history = HistoryStore(store).load()
+        if holiday:
+            assert history.expected_peak(began, 3600.0) is None
+            assert history.doubt(began) == history.broken(began)
+            assert f"the last hour peaked at {LOW:.0f}/s where they had {HIGH:.0f}/s" in history.doubt(began)
+        else:
+            assert history.doubt(began) is None and history.expected_peak(began, 3600.0) == HIGH
