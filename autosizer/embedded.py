@@ -431,7 +431,8 @@ class EmbeddedPrometheus(_Process):
     what = "prometheus"
 
     def __init__(self, targets: Iterable[str] = (), workdir: str | Path | None = None,
-                 port: int | None = None, scrape_interval: str = "1s"):
+                 port: int | None = None, scrape_interval: str = "1s", flags: Iterable[str] = ()):
+        """`flags`: more server flags, such as a query limit a deployment sets (`--query.max-samples`)."""
         if shutil.which("prometheus") is None:
             raise RuntimeError("prometheus is not installed: run `make setup`")
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-prometheus-"))
@@ -440,6 +441,7 @@ class EmbeddedPrometheus(_Process):
         self.log, self.config = self.workdir / "prometheus.log", self.workdir / "prometheus.yml"
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
+        self.flags = list(flags)
 
     @property
     def url(self) -> str:
@@ -457,7 +459,7 @@ class EmbeddedPrometheus(_Process):
 
     def _command(self) -> tuple[list[str], dict[str, str] | None]:
         return (["prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle"], None)
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle", *self.flags], None)
 
     def _answers(self) -> bool:
         import urllib.request

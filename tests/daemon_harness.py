@@ -174,15 +174,17 @@ class Exporter(FedExporter):
 
 
 @contextlib.contextmanager
-def scraped_job(redis_server, job: str, tmp_path, rate: float) -> Iterator[tuple[MetadataStore, Any, Any]]:
+def scraped_job(redis_server, job: str, tmp_path, rate: float,
+                prometheus_flags: tuple[str, ...] = ()) -> Iterator[tuple[MetadataStore, Any, Any]]:
     """A job at factor 1 whose exporter is fed `rate` in and 100/s done, scraped by a real
-    Prometheus until its input shows over the window; a dry-run daemon's config for it.
-    Yields (store, config, prometheus)."""
+    Prometheus (started with `prometheus_flags`) until its input shows over the window; a
+    dry-run daemon's config for it. Yields (store, config, prometheus)."""
     layout = Layout(topics={"orders": 2}, factor=1)
     store = MetadataStore(redis_server.url, job)
     store.init_layout(layout)
     with Exporter(layout, rate=rate, capacity=100) as exporter, \
-            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom",
+                               flags=prometheus_flags) as prometheus:
         config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
                                           actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
         collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")

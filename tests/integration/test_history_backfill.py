@@ -165,6 +165,27 @@ def test_a_new_daemon_reads_the_last_hour_back_and_sees_a_broken_day_on_its_firs
     assert np.allclose(hour, 50.0, rtol=0.05), hour
 
 
+
+def test_a_prometheus_that_refuses_the_hour_costs_the_read_back_only(redis_server, job, tmp_path):
+    """A query limit the ticks' instant queries stay under but the hour's range query does not
+    (`--query.max-samples`): the read-back is logged as failed and the tick decides as before,
+    with what is on record (nothing of today's hour, so the days are believed)."""
+    now, history = time.time(), InputHistory()
+    _blocks(tmp_path / "prom" / "data", now - TRUST_WINDOW_S - 900, now, lambda at, _: 50.0, step_s=1.0)
+    saved = HistoryStore(MetadataStore(redis_server.url, job))
+    for back in (1, 2, 3):
+        for ago in range(-2 * 3600, 3600, 60):
+            history.record(now - back * DAY_S + ago, 400.0 if 600 <= ago < 1200 else 50.0)
+    for day in history.days:
+        saved.save(history, day)
+    with scraped_job(redis_server, job, tmp_path, rate=50, prometheus_flags=("--query.max-samples=200",)) \
+            as (_, config, _), capture_logs() as logged:
+        record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
+    (failed,) = [e for e in logged if e["event"] == "history.recall_failed"]
+    assert "sample" in failed["error"], failed
+    assert not [e for e in logged if e["event"] == "history.recalled"]
+    assert record.outcome == "dry_run" and "the day plan runs" in record.reason, record.reason
+
 def test_the_demos_days_are_believed_and_its_holiday_is_not(redis_server, job):
     """`examples/demo.py --history [same|holiday]` through a real Redis: the days like today make
     the next hour expect the step; the days today broke are named as such, as a daemon loading
