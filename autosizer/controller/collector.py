@@ -64,7 +64,6 @@ class PrometheusCollector:
         samples.seconds = time.perf_counter() - began
         return samples
 
-
     def input_since(self, start: float, end: float, step_s: float) -> list[tuple[float, float]]:
         """The job's input rate (the input_rate query summed) over [start, end] every `step_s`:
         what a daemon new to the job did not see itself. ValueError when Prometheus cannot say."""

@@ -21,13 +21,12 @@ import numpy as np
 from autosizer.actuators.journal import ActuationJournal, last_rescale
 from autosizer.checks import argtype, duration, whole
 from autosizer.controller.backoff import Backoff, BackoffStore
-from autosizer.controller.collector import range_points
+from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import DEFAULT_REDIS, ConfigError, PrometheusSection, load_config
 from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.overrides import NAMES, Overrides, OverrideStore
-from autosizer.controller.queries import render
 from autosizer.controller.table import format_table
 from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
@@ -193,17 +192,18 @@ def history_backfill(args: argparse.Namespace) -> None:
         raise ConfigError("no Prometheus given: pass --prometheus URL or the daemon's --config")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus {url[:80]!r} must start with http:// or https://")
-    query = f"sum({render(prometheus.queries['input_rate'], prometheus.selector, prometheus.window)})"
+    # the daemon's own reader of its input, with a backfill's patience for days of points
+    collector = PrometheusCollector(url, prometheus.queries, prometheus.selector, prometheus.window, timeout_s=30.0)
     store, now = _store(args), time.time()
     start = (int(now // DAY_S) - args.days) * DAY_S
-    raised = HistoryStore(store).backfill(range_points(url, query, start, now, interval_s), now)
+    raised = HistoryStore(store).backfill(collector.input_since(start, now, interval_s), now)
     days = {datetime.fromtimestamp(d * DAY_S, UTC).date().isoformat(): n for d, n in sorted(raised.items())}
     if args.json:
         print(json.dumps({"days": days}))
         return
     if not days:
         print(f"nothing to add: Prometheus had no input for job {store.job!r} over the last {args.days} "
-              f"day(s) that the history lacks (query {query})")
+              f"day(s) that the history lacks (query sum({collector.queries['input_rate']}))")
         return
     print("\n".join(f"{day}  {n} slot(s) raised" for day, n in days.items()))
     print("a running daemon reads them within 5 minutes (at its next history slot)")

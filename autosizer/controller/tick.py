@@ -228,10 +228,11 @@ class Tick:
         return replace(obs, history=self.history)
 
     def _recall_trust_window(self, history: InputHistory, now: float) -> None:
-        """Fill the last hour of today from Prometheus where the history has no record of it (a
-        daemon new to the job, or back after a while down): the trust check reads that hour, and
-        without it a day that broke the pattern would be believed for an hour. Prometheus down
-        costs only that: logged, and the check goes on with what is on record."""
+        """Read the last hour of the input back from Prometheus into the history (slot peaks, so
+        what is on record stays): a daemon new to the job, or back after a while down, has no
+        record of the hour the trust check reads, and would believe the days for an hour on a
+        day that broke them. Prometheus unable to answer costs only that: logged, and the check
+        goes on with what is on record."""
         try:
             points = self.collector.input_since(now - TRUST_WINDOW_S, now, self.recall_step_s)
         except ValueError as exc:
