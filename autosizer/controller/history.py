@@ -3,12 +3,13 @@
 One hash per job (`history`): a field per UTC day number, holding that day's peak input per
 5-minute slot as a JSON list (null: not seen). A tick that raises its slot's peak rewrites only
 today's field; days past `keep_days` are deleted when the history is loaded and as a new day
-begins. The daemon reads the days again at each new slot (`refresh`), keeping its own today. Losing Redis loses only the
-foresight: the policy reacts as it does with no history, and says so in its reasons.
+begins. The daemon reads the days again at each new slot (`refresh`), keeping its own today.
+Losing Redis loses only the foresight: the policy reacts as it does with no history, and says so
+in its reasons.
 
-`backfill` fills the past days from Prometheus (`collector.range_points` of the daemon's own
-input query, summed), so a daemon deployed on a job Prometheus has watched for days plans from its first
-day instead of reacting for two.
+`backfill` fills the past days from Prometheus (`PrometheusCollector.input_since`, the daemon's own
+input query, summed), so a daemon deployed on a job Prometheus has watched for days plans from its
+first day instead of reacting for two.
 """
 
 from __future__ import annotations

@@ -213,11 +213,12 @@ class Tick:
         if self.history is None:
             self.history = self.history_store.load()
             self._recall_trust_window(self.history, obs.time)
-        elif int(obs.time // self.history.slot_s) != self._history_slot:
-            # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
-            self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
-        if int(obs.time // self.history.slot_s) != self._history_slot:
-            self._history_slot = int(obs.time // self.history.slot_s)
+        slot = int(obs.time // self.history.slot_s)
+        if slot != self._history_slot:
+            if self._history_slot is not None:
+                # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
+                self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
+            self._history_slot = slot
             self._report_pattern(self.history, obs.time)
         day = self.history.record(obs.time, obs.input_rate)
         if day is not None:
