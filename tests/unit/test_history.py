@@ -62,6 +62,16 @@ def test_a_day_that_breaks_the_pattern_is_not_trusted():
     assert history.expected_peak(holiday + 13 * HOUR, 3600) == 10_000.0
 
 
+def test_a_day_busier_than_the_days_is_still_believed():
+    """What the days expected is a floor on a busier day: the policy still scales up ahead of
+    them and keeps the factor they would need again (the input above it is sized as it comes)."""
+    history = days_of(InputHistory(), range(3), office)
+    busy = 3 * DAY_S
+    for second in range(0, 11 * HOUR, 60):  # 08:00-11:00 brought 25,000/s, not the usual 10,000/s
+        history.record(busy + second, 25_000.0 if second >= 8 * HOUR else 500.0)
+    assert history.broken(busy + 11 * HOUR) is None
+    assert history.expected_peak(busy + 11 * HOUR, 3600) == 10_000.0
+
 
 
 def test_the_history_says_why_it_cannot_say():

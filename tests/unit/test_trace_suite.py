@@ -260,3 +260,18 @@ def test_noise_spikes_are_ridden_out_once_they_recur(suite):
     assert result.violation_s == 0 and result.rescales <= 2 and result.reversals_1h == 0
     assert all(r.new > r.old for r in run.rescales), "no scale-down between bursts"
     assert result.rescales < suite["noise-spikes", "utilization"][1].rescales
+
+
+def test_a_held_out_day_busier_than_its_days_keeps_the_day_plan():
+    """`bank-calls`' data on a week the policy was not tuned on (from 28 April 2003): Thursday's
+    morning peaked at 11,836/s where the days on record had 4,994/s. The history then called the
+    day broken, the day plan went, the reactive rules scaled 32 -> 16 at 07:35 on 6,950/s and the
+    plan, believed again, 16 -> 32 at 08:30: a reversal within the hour. A busier day does not
+    make the days wrong about what it needs at least, so the plan holds 32 through the day."""
+    trace = load_trace("bank-calls", window={"begin": "2003-04-28"})
+    run = simulate(trace.workload, trace.job, load_policy("autosizer"))
+    result = score(run)
+    assert result.violation_s == 0 and result.reversals_1h == 0
+    assert result.rescales <= 4 * 7
+    thursday = [r for r in run.rescales if 3 * DAY + 7 * 3600 <= r.time < 3 * DAY + 20 * 3600]
+    assert thursday == [], f"Thursday's day plan held: {thursday}"
