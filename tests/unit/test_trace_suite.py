@@ -275,3 +275,16 @@ def test_a_held_out_day_busier_than_its_days_keeps_the_day_plan():
     assert result.rescales <= 4 * 7
     thursday = [r for r in run.rescales if 3 * DAY + 7 * 3600 <= r.time < 3 * DAY + 20 * 3600]
     assert thursday == [], f"Thursday's day plan held: {thursday}"
+
+
+@pytest.mark.parametrize("begin, why", [
+    ("2013-02-25", "Saturday 32 -> 8 at 12:10 where the plan ran 16, and the plan's 8 -> 16 at 13:05"),
+    ("2013-11-04", "Sunday 32 -> 2 at 03:25 where the plan ran 4, and the plan's 2 -> 4 at 04:25"),
+])
+def test_held_out_weeks_of_flights_scale_down_to_the_day_plan_not_below_it(begin, why):
+    """`nyc-flights`' data on weeks the policy was not tuned on (`benchmarks/bench_trace_weeks.py`
+    found them): a scale-down went below the day plan's factor where the input fit less, and
+    the plan took the job back up to its factor within the hour."""
+    trace = load_trace("nyc-flights", window={"begin": begin})
+    result = score(simulate(trace.workload, trace.job, load_policy("autosizer")))
+    assert result.violation_s == 0 and result.reversals_1h == 0, why
