@@ -77,7 +77,10 @@ def held_out_windows(name: str) -> list[dict[str, Any]]:
     """Every window of a real trace's length that its data holds whole, in steps of that length
     from its own window (one of them): the same source on other weeks, which the policy was
     not tuned on. Each is a `load_trace(name, window=...)` argument."""
-    spec = tomllib.loads((TRACES / f"{name}.toml").read_text())["workload"]
+    path = TRACES / f"{name}.toml"
+    if not path.is_file():
+        raise ValueError(f"unknown trace {name!r}: use one of {', '.join(real_trace_names())}")
+    spec = tomllib.loads(path.read_text())["workload"]
     if spec.get("kind") != "dataset":
         raise ValueError(f"trace {name!r} is not real (kind = \"dataset\"): it has no other windows")
     interval = float(spec.get("interval_s", 300))

@@ -120,3 +120,5 @@ def test_only_a_real_trace_has_a_window_to_move():
         load_trace("step-up", window={"skip_s": 0})
     with pytest.raises(ValueError, match="has no other windows"):
         held_out_windows("step-up")
+    with pytest.raises(ValueError, match="unknown trace 'nope': use one of bank-calls"):
+        held_out_windows("nope")
