@@ -71,8 +71,8 @@ def misses(ours: Score, days: float, util: Score | None, lt: Score | None) -> li
 
 def main(names: list[str], compare: bool, jobs: int) -> None:
     policies = ("autosizer", *BASELINES) if compare else ("autosizer",)
-    work = [(name, window, policy) for name in names for window in held_out_windows(name)
-            for policy in policies]
+    held = {name: held_out_windows(name) for name in names}  # each reads its dataset once
+    work = [(name, window, policy) for name in names for window in held[name] for policy in policies]
     with ProcessPoolExecutor(jobs) as pool:
         scores = {}
         for k, (item, result) in enumerate(zip(work, pool.map(_run, work), strict=True), 1):
@@ -85,7 +85,7 @@ def main(names: list[str], compare: bool, jobs: int) -> None:
     print("| --- " * (9 if compare else 7) + "|")
     missed: list[str] = []
     for name in names:
-        windows = [label(w) for w in held_out_windows(name)]
+        windows = [label(w) for w in held[name]]
         days = load_trace(name).workload.seconds / DAY_S
         ours = [scores[name, w, "autosizer"] for w in windows]
         per_day = sorted(s.rescales / days for s in ours)
