@@ -379,8 +379,9 @@ class AutosizerPolicy:
     def _ahead(self, obs: Observation, task_rate: float, wish: int,
                planned: np.ndarray | None) -> tuple[int, str]:
         """A scale-down to `wish` checked against the hours ahead: the highest peak any recent day
-        had within `day_ahead_s` must fit at target, and the day plan must not keep the factor
-        (a level held briefly does not pay for its two rescales). (the factor, why)."""
+        had within `day_ahead_s` must fit at target, the day plan must not keep the factor (a
+        level held briefly does not pay for its two rescales), and the step goes no lower than
+        the plan's factor. (the factor, why)."""
         history, current = obs.history, obs.factor
         assert history is not None
         coming = history.expected_peak(obs.time, self.day_ahead, highest=True)

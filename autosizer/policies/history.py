@@ -37,7 +37,7 @@ class InputHistory:
     slot_s: int = 300
     keep_days: int = 15  # two weeks back, and today
     min_days: int = 2  # recent days needed before the history is believed
-    tolerance: float = 0.5  # the last hour may differ from the expectation by this share
+    tolerance: float = 0.5  # the last hour may fall short of the expectation by this share
     days: dict[int, np.ndarray] = field(default_factory=dict)  # day number -> peak per slot, NaN unseen
     # this slot's answers: whether the day agrees with the history, and each window's expectation
     _slot: int | None = field(default=None, repr=False, compare=False)
@@ -174,7 +174,7 @@ class InputHistory:
             return None
         return float(np.nanmax(values))
 
-    def _disagreement(self, now: float, window_s: float = TRUST_WINDOW_S) -> str | None:
+    def _disagreement(self, now: float) -> str | None:
         """How the last hour's completed slots fell short of what the history said they would
         bring, or None when they did not (or there is nothing to compare). The slot now in
         progress is left out: today has seen only its first seconds, the days its whole peak,
@@ -184,7 +184,7 @@ class InputHistory:
         `bank-calls` at 11,836/s where the days had 4,994/s dropped the plan, scaled 32 -> 16
         on the reactive rules and back to 32 within the hour, once the day agreed again."""
         end = (now // self.slot_s) * self.slot_s
-        start = end - window_s
+        start = end - TRUST_WINDOW_S
         actual = self._peak(int(start // DAY_S), start, end) if start >= 0 else None
         expected = self._expect(start, end)
         if actual is None or expected is None:
