@@ -161,9 +161,10 @@ def history_show(args: argparse.Namespace) -> None:
     rows = [_day_row(day, row, history.slot_s) for day, row in sorted(history.days.items())]
     expected, doubt = history.expected_peak(now, 3600.0), history.doubt(now, 3600.0)
     if args.json:
-        print(json.dumps({"days": rows, "next_hour_peak": expected, "doubt": doubt}))
+        print(json.dumps({"zone": history.zone, "days": rows, "next_hour_peak": expected, "doubt": doubt}))
         return
-    print(format_table(rows, ["day", "slots seen", "peak/s", "peak at (UTC)", "lowest/s"]) if rows
+    print(f"days and times in {history.zone} (the daemon's [job] timezone)")
+    print(format_table(rows, ["day", "slots seen", "peak/s", "peak at", "lowest/s"]) if rows
           else "no days on record: the daemon records them as it ticks (or `autosizer history backfill`)")
     print(f"next hour: recent days expect up to {expected:.0f}/s" if expected is not None else
           f"next hour: the history cannot say ({doubt}): the policy reacts")
@@ -176,17 +177,17 @@ def _day_row(day: int, row: np.ndarray, slot_s: int) -> dict[str, Any]:
     if np.isnan(row).all():
         return shown
     top = int(np.nanargmax(row)) * slot_s
-    return {**shown, "peak/s": round(float(np.nanmax(row)), 1), "peak at (UTC)": f"{top // 3600:02d}:{top % 3600 // 60:02d}",
+    return {**shown, "peak/s": round(float(np.nanmax(row)), 1), "peak at": f"{top // 3600:02d}:{top % 3600 // 60:02d}",
             "lowest/s": round(float(np.nanmin(row)), 1)}
 
 
 def history_backfill(args: argparse.Namespace) -> None:
     """The past days from the input rate Prometheus recorded, read with the daemon's own query,
     selector and window, every tick's interval."""
-    prometheus, interval_s = PrometheusSection(), 15.0
+    prometheus, interval_s, zone = PrometheusSection(), 15.0, None
     if args.config:
         config = load_config(args.config)
-        prometheus, interval_s = config.prometheus, config.daemon.interval_s
+        prometheus, interval_s, zone = config.prometheus, config.daemon.interval_s, config.job.timezone
     url = args.prometheus or (prometheus.url if args.config else None)
     if not url:
         raise ConfigError("no Prometheus given: pass --prometheus URL or the daemon's --config")
@@ -195,8 +196,10 @@ def history_backfill(args: argparse.Namespace) -> None:
     # the daemon's own reader of its input, with a backfill's patience for days of points
     collector = PrometheusCollector(url, prometheus.queries, prometheus.selector, prometheus.window, timeout_s=30.0)
     store, now = _store(args), time.time()
-    start = (int(now // DAY_S) - args.days) * DAY_S
-    raised = HistoryStore(store).backfill(collector.input_since(start, now, interval_s), now)
+    history = HistoryStore(store, zone=zone)  # the daemon's zone (its days dropped if kept in another)
+    wall = history.load().wall(now)
+    start = now - wall % DAY_S - args.days * DAY_S  # that many of the job's midnights back
+    raised = history.backfill(collector.input_since(start, now, interval_s), now)
     days = {datetime.fromtimestamp(d * DAY_S, UTC).date().isoformat(): n for d, n in sorted(raised.items())}
     if args.json:
         print(json.dumps({"days": days}))

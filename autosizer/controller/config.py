@@ -19,6 +19,7 @@ from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity.store import StoreError, check_redis_url
 from autosizer.policies.guards import Guards
+from autosizer.policies.history import time_zone
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -31,6 +32,9 @@ class ConfigError(ValueError):
 class JobSection:
     name: str = ""
     redis_url: str = DEFAULT_REDIS
+    # where the job's traffic keeps its hours: the input history's days begin at this zone's
+    # midnight, so a daily ramp stays at its hour across a daylight-saving change
+    timezone: str = "UTC"
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,10 @@ def _check(config: Config) -> None:
                           "'-', '_' or '.'")
     if not config.job.redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"{src}: [job] redis_url must start with redis:// or rediss://")
+    try:
+        time_zone(config.job.timezone, "[job] timezone")
+    except ValueError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     if not 0.1 <= d.interval_s <= 86400:
         raise ConfigError(f"{src}: [daemon] interval_s must be between 0.1 and 86400 seconds, "
                           f"not {d.interval_s}")

@@ -31,7 +31,7 @@ from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
-from autosizer.policies.history import DAY_S, TRUST_WINDOW_S, InputHistory
+from autosizer.policies.history import TRUST_WINDOW_S, InputHistory
 
 log = structlog.get_logger(__name__)
 
@@ -217,7 +217,7 @@ class Tick:
         if slot != self._history_slot:
             if self._history_slot is not None:
                 # each new slot, the days as Redis has them: `autosizer history backfill` needs no restart
-                self.history = self.history_store.refresh(self.history, int(obs.time // DAY_S))
+                self.history = self.history_store.refresh(self.history, self.history.day_of(obs.time))
             self._history_slot = slot
             self._report_pattern(self.history, obs.time)
         day = self.history.record(obs.time, obs.input_rate)

@@ -280,8 +280,12 @@ class AutosizerPolicy:
                                      f"{_cores_note(obs, current, task_rate)}")
         else:
             # With the day on record the history looks ahead for a returning peak (`_ahead`):
-            # the look-back need only be as long as that look-ahead.
-            memory = self.day_ahead if planned is not None else self.lull_memory
+            # the look-back need only be as long as that look-ahead. Only where the days saw
+            # the hour ahead: a plan from a day recorded from its evening on knows that evening,
+            # not this afternoon (`nyc-flights`' Tuesdays went 16 -> 32 -> 16 within the hour).
+            foresight = planned is not None and obs.history is not None and \
+                obs.history.expected_peak(obs.time, self.day_ahead) is not None
+            memory = self.day_ahead if foresight else self.lull_memory
             wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)),
                                             _recent_peaks(peaks, obs.time, memory), memory,
                                             planned, planned_up)

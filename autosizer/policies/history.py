@@ -1,8 +1,8 @@
 """The input's recent days, by time of day: what lets a policy scale ahead of a daily ramp.
 
 Anchors such as KEDA's cron windows need an operator to write the schedule down; this learns it.
-The controller records every tick's input rate as the peak of its 5-minute slot of the day (UTC)
-and keeps the last `keep_days` days (in Redis, `controller/history.py`; the simulator keeps its
+The controller records every tick's input rate as the peak of its 5-minute slot of the day and
+keeps the last `keep_days` days (in Redis, `controller/history.py`; the simulator keeps its
 own). Expecting the peak of a window ahead:
 
 - with the same weekday one or two weeks back on record, from those days (a weekly pattern: a
@@ -14,6 +14,14 @@ own). Expecting the peak of a window ahead:
   A day busier than the days is no reason to doubt them: what they expected is then a floor,
   and the policy sizes for the input it sees above it.
 
+Days are the job's (`zone`, an IANA time zone name; UTC by default): traffic that people make
+keeps its hour on their clocks, so a history kept in UTC expects a morning ramp an hour off for
+the two weeks after a daylight-saving change, and its trust check calls the shifted day broken
+(`nyc-flights` over 3 November 2013: five to eight rescales a day for a week). Times in and out
+are epoch seconds; inside, each is its wall-clock time read as if it were UTC ("wall seconds"),
+so a day is 86,400 of them whatever the offset. A plan made across a change is an hour off past
+it, until the next slot plans again.
+
 Pure: no I/O, one truth for the daemon and the simulator.
 """
 
@@ -22,7 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 
@@ -32,34 +42,59 @@ WEEK_DAYS = 7
 TRUST_WINDOW_S = 3600.0  # the span of today the history's trust check compares with the days
 
 
+def time_zone(name: object, field_name: str = "timezone") -> ZoneInfo:
+    """The IANA time zone `name`, or ValueError naming `field_name` and the fix."""
+    fix = f"{field_name} must be an IANA time zone name such as UTC, America/New_York or Europe/London"
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise ValueError(f"{fix}, not {name!r}")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{fix}; {name!r} is not one") from None
+
+
 @dataclass
 class InputHistory:
     slot_s: int = 300
     keep_days: int = 15  # two weeks back, and today
     min_days: int = 2  # recent days needed before the history is believed
     tolerance: float = 0.5  # the last hour may fall short of the expectation by this share
+    zone: str = "UTC"  # the job's time zone: its days begin at its midnight
     days: dict[int, np.ndarray] = field(default_factory=dict)  # day number -> peak per slot, NaN unseen
     # this slot's answers: whether the day agrees with the history, and each window's expectation
     _slot: int | None = field(default=None, repr=False, compare=False)
     _broken: str | None = field(default=None, repr=False, compare=False)  # how today broke the pattern
     _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
     _profiles: dict[float, np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
+    _zone: ZoneInfo | None = field(default=None, init=False, repr=False, compare=False)  # None: UTC
 
     def __post_init__(self) -> None:
         if self.slot_s < 1 or DAY_S % self.slot_s:
             raise ValueError(f"history slot_s must divide a day into whole slots, not {self.slot_s!r}")
         if self.keep_days < 2:
             raise ValueError(f"history keep_days must be >= 2, not {self.keep_days!r}")
+        self._zone = None if self.zone == "UTC" else time_zone(self.zone, "history timezone")
 
     @property
     def slots(self) -> int:
         return DAY_S // self.slot_s
 
+    def wall(self, time: float) -> float:
+        """Epoch seconds `time` as wall seconds of the job's zone: its clock's time read as UTC."""
+        if self._zone is None or not math.isfinite(time):
+            return time
+        offset = datetime.fromtimestamp(time, self._zone).utcoffset()
+        return time + (offset.total_seconds() if offset is not None else 0.0)
+
+    def day_of(self, time: float) -> int:
+        """The number of the job's day that epoch seconds `time` falls in (the days' keys)."""
+        return int(self.wall(time) // DAY_S)
+
     def record(self, time: float, rate: float) -> int | None:
         """Keep `rate` as its slot's peak; the day number when that changed anything (to persist)."""
         if not (math.isfinite(time) and math.isfinite(rate) and rate >= 0):
             return None
-        day, slot = divmod(int(time // self.slot_s), self.slots)
+        day, slot = divmod(int(self.wall(time) // self.slot_s), self.slots)
         row = self.days.get(day)
         if row is None:
             row = self.days[day] = np.full(self.slots, np.nan)
@@ -75,6 +110,9 @@ class InputHistory:
         say (too short, or today broke its pattern). `highest`: the highest of the days it
         compares rather than their median, for a decision that a peak would undo. Answers are the same within a slot, since
         only today's current slot changes: a tick asks once per slot, not once per tick."""
+        return self._expected_peak(self.wall(now), ahead_s, highest)
+
+    def _expected_peak(self, now: float, ahead_s: float, highest: bool = False) -> float | None:
         if not self._trusted_at(now):
             return None
         key = (ahead_s, highest)
@@ -87,6 +125,7 @@ class InputHistory:
         compared never saw it), or None when the history cannot say: what a plan for the coming
         hours is made from. The same days as `expected_peak` are compared, the highest of them taken
         per slot (a plan that ran the job smaller than some recent day needed would be undone)."""
+        now = self.wall(now)
         if not self._trusted_at(now):
             return None
         slot = int(now // self.slot_s)
@@ -98,31 +137,38 @@ class InputHistory:
         """Why the history cannot say what the next `ahead_s` holds, in an operator's words (for
         a decision's reasons and `autosizer history show`), or None when it can: a user who
         expected the day plan to act is told which fallback held it back."""
+        now = self.wall(now)
         if not self._trusted_at(now):
             return self._broken
         today = int(now // DAY_S)
         if not self._compared(today, lambda day: day if day in self.days else None):
             on = sum(today - k in self.days for k in (1, 2, 3))
             return f"{on} of the last three days on record, {self.min_days} needed"
-        if self.expected_peak(now, ahead_s) is None:
+        if self._expected_peak(now, ahead_s) is None:
             return "the days on record never saw this time of day"
         return None
 
     def broken(self, now: float) -> str | None:
         """How today broke the days' pattern over the last hour, or None when it did not: the
         one fallback a decision names, since the days on record led the operator to expect a plan."""
-        self._trusted_at(now)
+        self._trusted_at(self.wall(now))
         return self._broken
 
     def _trusted_at(self, now: float) -> bool:
-        """Whether the history may be believed now; a new slot judges that afresh and forgets
-        the last slot's answers."""
+        """Whether the history may be believed at wall seconds `now`; a new slot judges that
+        afresh and forgets the last slot's answers."""
         slot = int(now // self.slot_s)
         if self._slot != slot:
             self._slot, self._broken, self._answers, self._profiles = slot, self._disagreement(now), {}, {}
         return self._broken is None
 
     def _profile(self, slot: int, count: int) -> np.ndarray | None:
+        """The days' word on each slot ahead, slot by slot as `_compared` takes it for a window:
+        the same weekday's where one or two weeks back saw that slot, else the recent days' where
+        `min_days` of them did. Slot by slot, since a day recorded from its evening on (a daemon
+        started then, a replay begun at midnight UTC in New York) knows that evening only: taken
+        for the whole window it gave its morning from one other day, and its afternoon from none
+        (`nyc-flights`' Sundays went 16 -> 32 -> 16 within the hour on such a plan)."""
         today = slot // self.slots
         first = slot - today * self.slots
 
@@ -132,14 +178,14 @@ class InputHistory:
             parts = [self.days.get(day + k, np.full(self.slots, np.nan)) for k in range(2 + count // self.slots)]
             return np.concatenate(parts)[first:first + count]
 
-        days = self._compared(today, row)
-        if not days:
-            return None
-        stacked = np.vstack(days)
-        known = ~np.isnan(stacked).all(axis=0)
         found = np.full(count, np.nan)
-        found[known] = np.nanmax(stacked[:, known], axis=0)
-        return found
+        for back, need in (((1, 2, 3), self.min_days), ((WEEK_DAYS, 2 * WEEK_DAYS), 1)):  # weekly last: it wins
+            rows = [r for r in (row(today - k) for k in back) if r is not None]
+            if rows:
+                stacked = np.vstack(rows)
+                known = (~np.isnan(stacked)).sum(axis=0) >= need
+                found[known] = np.nanmax(stacked[:, known], axis=0)
+        return None if np.isnan(found).all() else found
 
     def _expect(self, start: float, end: float, highest: bool = False) -> float | None:
         found = self._compared(int(start // DAY_S), lambda day: self._peak(day, start, end))

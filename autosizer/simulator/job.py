@@ -19,6 +19,7 @@ from autosizer.elasticity import FACTORS, MAX_FACTOR, validate_factor
 from autosizer.elasticity.buckets import key_hashes
 from autosizer.elasticity.lanes import busiest_worker_shares
 from autosizer.policies.base import batch_duty
+from autosizer.policies.history import time_zone
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class JobModel:
     # drain), and until then the daemon's duty is 1. A job that has run long has; a fitted run
     # says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
+    # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
+    # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
+    timezone: str = "UTC"
 
     def __post_init__(self) -> None:
         checks = {
@@ -120,6 +124,7 @@ class JobModel:
             if not ok or value is not None and not math.isfinite(float(value)) and name != "partition_limit":
                 raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
         validate_factor(self.start_factor)
+        time_zone(self.timezone, "job setting timezone")
         weights, table = self.partition_weights, self.hot_share_table_measured
         if weights and (len(weights) != self.partitions or not all(
                 math.isfinite(w) and w >= 0 for w in weights) or not sum(weights) > 0):

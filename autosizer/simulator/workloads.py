@@ -25,6 +25,9 @@ class Workload:
     name: str
     rate: np.ndarray  # records/s, one value per second
     changes: tuple[int, ...] = field(default=())  # seconds at which the rate changes on purpose
+    # the clock time of second 0, epoch seconds: a real series' window start; 0 (midnight UTC)
+    # for a made-up one. The policy reads second s as `start + s`.
+    start: float = 0.0
 
     @property
     def seconds(self) -> int:
@@ -36,7 +39,8 @@ class Workload:
         if not 0 <= seconds < self.seconds:
             raise ValueError(f"delay must be 0 to {self.seconds - 1} s, not {seconds!r}")
         rate = np.concatenate([np.full(seconds, self.rate[0]), self.rate[:self.seconds - seconds]])
-        return Workload(self.name, rate, tuple(c + seconds for c in self.changes if c + seconds < self.seconds))
+        return Workload(self.name, rate, tuple(c + seconds for c in self.changes if c + seconds < self.seconds),
+                        self.start)
 
 
 def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[int, ...] = ()) -> Workload:

@@ -222,6 +222,45 @@ def test_history_store_keeps_recent_days_and_skips_a_corrupt_one(redis_server, j
         np.testing.assert_array_equal(loaded.days[day], history.days[day])
 
 
+def test_history_days_are_kept_in_the_jobs_time_zone_and_dropped_when_it_changes(redis_server, job, tmp_path):
+    """The daemon's `[job] timezone` keys its days in Redis and names the zone there; the history
+    commands read the zone on record; a daemon given another zone drops the days (hours off for
+    it), says so with the fix, and keeps what it records next; a hash from before zones were
+    kept is UTC's."""
+    from tests.unit.test_policies import observe
+
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    config = load_config(write_config(tmp_path / "z.toml", job, redis_server.url,
+                                      f"http://127.0.0.1:{free_port()}", daemon={"listen": ""}),
+                         {"AUTOSIZER_JOB_TIMEZONE": "America/New_York"})
+    assert config.job.timezone == "America/New_York"
+    tick = build_tick(config)
+    at = 1_383_541_200 + 3600  # Monday 4 November 2013, 01:00 in New York: 06:00 UTC
+    tick._with_history(observe(time=at, input_rate=50.0))
+    raw = store.redis.hgetall(store.keys.history)
+    monday = at // DAY_S  # the same date in UTC and in New York at that hour
+    assert raw[b"zone"] == b"America/New_York" and str(monday).encode() in raw
+    assert HistoryStore(store).load().zone == "America/New_York", "a command reads the zone on record"
+    evening = at - 2 * 3600  # Sunday 23:00 in New York, Monday 04:00 UTC: Sunday's slot, not Monday's
+    tick._with_history(observe(time=evening, input_rate=40.0))
+    sunday = HistoryStore(store).load().days[monday - 1]
+    assert sunday[23 * 12] == 40.0
+
+    with capture_logs() as logged:
+        london = HistoryStore(store, zone="Europe/London").load()
+    assert london.zone == "Europe/London" and not london.days
+    (changed,) = [e for e in logged if e["event"] == "history.zone_changed"]
+    assert changed["recorded"] == "America/New_York" and changed["days_dropped"] == 2
+    assert "autosizer history backfill" in changed["fix"] and changed["log_level"] == "warning"
+    assert store.redis.hgetall(store.keys.history) == {b"zone": b"Europe/London"}
+
+    store.redis.delete(store.keys.history)  # written before zones were kept: no zone field
+    store.redis.hset(store.keys.history, str(monday), json.dumps([1.0] * 288))
+    assert HistoryStore(store, zone="UTC").load().days.keys() == {monday}
+    assert HistoryStore(store).load().zone == "UTC"
+
+
 def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_server, job, tmp_path):
     """Learn-the-day through the daemon's own parts: three past days in the job's Redis history
     that all peaked 10-20 min from now make a tick at a low, steady input scale up now (the day

@@ -50,6 +50,8 @@ def test_config_file_then_environment(tmp_path):
     ("[job]\nname = 'x'\n[prometheus.queries]\nlag = 'up'\n", {}, "unknown query 'lag'"),
     ("[job\nname = 'x'\n", {}, "is not valid TOML"),
     ("[job]\nname = 'x'\n[guards]\nmin_factor = 8\nmax_factor = 2\n", {}, "min_factor 8 is above max_factor 2"),
+    ("[job]\nname = 'x'\ntimezone = 'New York'\n", {}, "[job] timezone must be an IANA time zone name such as"),
+    ("[job]\nname = 'x'\n", {"AUTOSIZER_JOB_TIMEZONE": "EST+5"}, "[job] timezone must be an IANA time zone name"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, text, env, message):
     with pytest.raises(ConfigError) as raised:

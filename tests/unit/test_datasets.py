@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,18 @@ def test_skip_starts_later_in_the_same_series():
     # each window is scaled to its own peak: the second day's shape, not its level, is the same
     second = whole.rate[DAY + 900:2 * DAY - 900]
     np.testing.assert_allclose(later.rate[900:DAY - 900], second / second.max(), rtol=1e-9)
+
+
+def test_a_real_series_keeps_its_own_clock():
+    """The window's start is the workload's clock (`Workload.start`), so a history in the job's
+    time zone sees the series' days: a begin's instant, moved on by a skip; a series without
+    times starts at 0, midnight UTC."""
+    calls = build("dataset", dataset="fpp3/bank_calls", count="Calls", time="DateTime",
+                  begin="2003-03-03T00:00:00Z", skip_s=DAY + 100, seconds=DAY)
+    assert calls.start == datetime(2003, 3, 4, tzinfo=UTC).timestamp()
+    assert calls.delayed(60).start == calls.start
+    demand = build("dataset", dataset="forecast/taylor", count="x", interval_s=1800, skip_s=DAY, seconds=DAY)
+    assert demand.start == DAY
 
 
 @pytest.mark.parametrize("name", REAL)

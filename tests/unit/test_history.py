@@ -151,3 +151,79 @@ def test_the_profile_reads_on_past_midnight():
     profile = history.profile(3 * DAY_S + 23 * HOUR, 10 * HOUR)
     assert profile is not None and profile.size == 120
     assert profile[:108].max() == 500 and profile[108:].min() == 10_000  # 08:00 the next morning
+
+
+NEW_YORK = "America/New_York"
+FALL_BACK = 1_383_451_200  # 3 November 2013, 04:00 UTC: New York's midnight that day (EDT)
+
+
+def new_york_office(history: InputHistory, days: range) -> InputHistory:
+    """`office` on New York's clock, one sample a minute from FALL_BACK + each day: the clocks
+    went back an hour at 02:00 on day 0, so 08:00 was 12:00 UTC before it and 13:00 after."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(NEW_YORK)
+    for day in days:
+        for second in range(0, DAY_S, 60):
+            at = FALL_BACK + day * DAY_S + second
+            local = datetime.fromtimestamp(at, zone)
+            history.record(at, office(local.hour * HOUR + local.minute * 60))
+    return history
+
+
+def test_in_the_jobs_time_zone_a_ramp_keeps_its_hour_across_a_daylight_saving_change():
+    """Three New York office days (the last the day the clocks went back), then Monday: kept in
+    UTC the days ramped at 12:00 UTC, so at 11:30 UTC Monday (06:30 local) the next hour is
+    expected at 10,000/s, and at 13:00 UTC Monday's hour of 500/s reads as a broken day. Kept in
+    New York's time the ramp is at 08:00 as it is on the clock, and the day agrees."""
+    monday = FALL_BACK + DAY_S + 3600  # New York's Monday midnight, 05:00 UTC (EST)
+    for zone, early, broken in (("UTC", 10_000.0, True), (NEW_YORK, 500.0, False)):
+        history = new_york_office(InputHistory(zone=zone), range(-2, 1))
+        # Monday as the daemon records it: quiet until the ramp at 08:00 local (13:00 UTC)
+        for second in range(0, 8 * HOUR + 5 * 60, 60):
+            history.record(monday + second, office(second))
+        assert history.expected_peak(monday + 6.5 * HOUR, 3600) == early, zone
+        assert (history.broken(monday + 8 * HOUR) is not None) == broken, zone
+        assert history.expected_peak(monday + 8 * HOUR, 3600) == (None if broken else 10_000.0), zone
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 4e9), st.sampled_from(["UTC", NEW_YORK, "Europe/London", "Asia/Kolkata",
+                                           "Australia/Lord_Howe", "Pacific/Chatham"]))
+def test_a_day_is_the_date_on_the_jobs_clock(at, zone):
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    history = InputHistory(zone=zone)
+    assert datetime.fromtimestamp(history.day_of(at) * DAY_S, UTC).date() == datetime.fromtimestamp(at, ZoneInfo(zone)).date()
+    if zone == "UTC":
+        assert history.wall(at) == at
+
+
+@pytest.mark.parametrize("zone", ["Mars/Base", "", " UTC", "EST 5", 5])
+def test_a_time_zone_must_be_an_iana_name(zone):
+    with pytest.raises(ValueError, match="timezone must be an IANA time zone name such as UTC, America/New_York"):
+        InputHistory(zone=zone)
+
+
+def test_a_day_recorded_from_its_evening_on_says_nothing_of_its_morning():
+    """A daemon started at 20:00 on day 0: a week later the same weekday knows only that
+    evening, so the morning comes from the recent days; and on day 2, day 0's evening beside
+    the whole day 1 is one day's word on the morning, not the two an expectation needs."""
+    history = InputHistory()
+    for second in range(20 * HOUR, DAY_S, 60):
+        history.record(second, 700.0)
+    days_of(history, range(1, 7), office)
+    profile = history.profile(7 * DAY_S + 7 * HOUR, 14 * HOUR)
+    assert profile is not None
+    assert profile[12:20].min() == 10_000.0, "08:00 from the recent days, where the weekday saw nothing"
+    assert profile[-12:].max() == 700.0, "20:00 on from the weekday, which saw it"
+
+    early = InputHistory()
+    for second in range(20 * HOUR, DAY_S, 60):
+        early.record(second, 700.0)
+    days_of(early, range(1, 2), office)
+    profile = early.profile(2 * DAY_S + 7 * HOUR, 14 * HOUR)
+    assert profile is not None and np.isnan(profile[:-12]).all(), "one whole day is not two"
+    assert profile[-12:].max() == 700.0, "20:00 on: both days saw it, the higher taken"

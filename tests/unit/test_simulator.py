@@ -713,3 +713,9 @@ def test_a_replay_starts_from_the_days_on_record_at_the_runs_clock_time():
     assert reacting.rescales[0].time >= at, reacting.rescales
     assert ahead.lag_seconds[at:].max() < reacting.lag_seconds[at:].max()
     assert all(np.array_equal(history.days[d], kept[d]) for d in kept) and set(history.days) == set(kept)
+
+
+def test_a_simulated_jobs_time_zone_is_an_iana_name():
+    with pytest.raises(ValueError, match="job setting timezone must be an IANA time zone name") as caught:
+        JobModel(timezone="New York")
+    assert "\n" not in str(caught.value)
