@@ -6,7 +6,8 @@ the days (`[job] timezone`; a hash without one was kept in UTC). A tick that rai
 peak rewrites only today's field; days past `keep_days` are deleted when the history is loaded
 and as a new day begins. Days kept in another zone than the daemon's are dropped when it loads
 them (their slots are hours off: a plan from them would scale an hour early or late), and
-`autosizer history backfill` records them again from Prometheus in the new zone. The daemon reads the days again at each new slot (`refresh`), keeping its own today.
+`autosizer history backfill` records them again from Prometheus in the new zone. The daemon
+reads the days again at each new slot (`refresh`), keeping its own today.
 Losing Redis loses only the foresight: the policy reacts as it does with no history, and says so
 in its reasons.
 

@@ -10,10 +10,10 @@ and the transform, and this module applies exactly that:
 - `count` alone: consecutive intervals of `interval_s` from the first row (which the replay puts
   at its midnight; `begin` needs a time column).
 
-Then the window (`begin`, `seconds`; its start is the workload's clock, so a history kept in the
-job's time zone sees the series' own days), the scale (`peak`: the busiest interval becomes that many
-records/s, so the peak needs a chosen factor), and a linear resample to 1 s between interval
-midpoints.
+Then the window (`begin`, `seconds`; its start is the workload's clock, so a history kept in
+the job's time zone sees the series' own days), the scale (`peak`: the busiest interval becomes
+that many records/s, so the peak needs a chosen factor), and a linear resample to 1 s between
+interval midpoints.
 """
 
 from __future__ import annotations

@@ -156,7 +156,8 @@ def outage(rate: float = 6000, at: float = 3600, down: float = 1200, backfill: f
 def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "time",
              seconds: float | None = None, changes: Any = ()) -> Workload:
     """Replay a CSV of rates, resampled to 1 s (linear) when it has a time column (epoch or
-    relative seconds, or ISO 8601 timestamps, in increasing order). `seconds` keeps the first
+    relative seconds, or ISO 8601 timestamps, in increasing order; the first is the replay's
+    clock, `Workload.start`). `seconds` keeps the first
     that many seconds; `changes` lists the seconds (from the start) at which the rate changes on
     purpose, so a replay can be scored on how many rescales it took to settle after each."""
     try:
@@ -170,6 +171,7 @@ def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "
         raise ValueError(f"{path}: no {column!r} column (columns: {', '.join(rows[0])}); "
                          f"name the rate column with column=NAME (--param column=NAME, or in the trace)")
     values = np.array([_number(path, i, column, r[column]) for i, r in enumerate(rows, start=2)])
+    start = 0.0  # the first row's time: a replay of epoch or ISO 8601 times runs on their clock
     if time_column and time_column in rows[0]:
         times = np.array([_instant(path, i, time_column, r[time_column]) for i, r in enumerate(rows, start=2)])
         back = np.flatnonzero(np.diff(times) <= 0)
@@ -178,6 +180,7 @@ def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "
             raise ValueError(f"{path}: rows must be in increasing {time_column!r} order, but row {i + 3} "
                              f"({rows[i + 1][time_column]}) does not come after row {i + 2} "
                              f"({rows[i][time_column]}); sort the file by {time_column!r}")
+        start = float(times[0])
         times -= times[0]
         values = np.interp(np.arange(int(times[-1]) + 1), times, values)
     if seconds is not None:
@@ -186,7 +189,7 @@ def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "
             raise ValueError(f"{path}: holds {values.size} s of rates, not the {keep} s asked for; "
                              f"ask for at most {values.size} s (--hours/--days)")
         values = values[:keep]
-    return Workload(Path(path).stem, np.maximum(values, 0.0), _changes(path, changes, values.size))
+    return Workload(Path(path).stem, np.maximum(values, 0.0), _changes(path, changes, values.size), start)
 
 
 def _number(path: str | Path, row: int, column: str, text: str | None) -> float:
@@ -237,7 +240,8 @@ def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15
         raise ValueError(f"Prometheus returned no series for {query!r} between {start} and {end}")
     times, values = (np.array(column) for column in zip(*points, strict=True))
     seconds = np.arange(int(times[-1] - times[0]) + 1)
-    return Workload("prometheus", np.maximum(np.interp(seconds, times - times[0], values), 0.0))
+    return Workload("prometheus", np.maximum(np.interp(seconds, times - times[0], values), 0.0),
+                    start=float(times[0]))
 
 
 def _when(value: Any) -> datetime:

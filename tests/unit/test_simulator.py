@@ -196,6 +196,7 @@ def test_a_csv_replay_reads_iso_timestamps_a_length_and_change_points(tmp_path):
     path.write_text("time,rate\n2026-11-23T10:00:00Z,100\n2026-11-23T10:01:00Z,700\n2026-11-23T10:02:00Z,700\n")
     replay = workloads.build("csv", path=str(path), changes="30,60")
     assert replay.seconds == 121 and replay.rate[30] == 400 and replay.changes == (30, 60)
+    assert replay.start == 1_795_428_000, "the replay runs on its rows' clock (the history's days)"
     assert workloads.build("csv", path=str(path), seconds=90).seconds == 90
     with pytest.raises(ValueError, match="holds 121 s of rates, not the 3600 s asked for"):
         workloads.build("csv", path=str(path), seconds=3600)
