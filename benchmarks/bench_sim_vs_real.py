@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
-     [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--save run.json | --replay run.json]
+     [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE]
+     [--save run.json | --replay run.json]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -59,7 +60,7 @@ from autosizer.policies import (  # noqa: E402
     PartitionStats,
     load_policy,  # noqa: E402
 )
-from autosizer.policies.history import InputHistory  # noqa: E402
+from autosizer.policies.history import InputHistory, time_zone  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import FIT_QUERIES, _points, _resample, fetch, fitted_run  # noqa: E402
 from autosizer.simulator.scores import reversals  # noqa: E402
@@ -111,8 +112,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
           f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
           f"{job.process_cv:.2f}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
-    days = None if history is None else InputHistory(days={int(d): np.array(row, dtype=float)
-                                                           for d, row in history.items()})
+    days = None if history is None else InputHistory(zone=config.job.timezone, days={
+        int(d): np.array(row, dtype=float) for d, row in history.items()})
     run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
                    window_s=int(config.prometheus.window_s), origin=start if days else 0.0, history=days)
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
@@ -252,7 +253,14 @@ def main() -> None:
                              "time of day (the daemon's day plan then sizes for the step before it "
                              "comes: learn-the-day on the real job); `holiday` ran the step's peak "
                              "through the last hour, which today did not (the fallback: it reacts)")
+    parser.add_argument("--timezone", default="UTC",
+                        help="the daemon's [job] timezone, which keys the days --history writes "
+                             "(default UTC); the replay's history is kept in it too")
     args = parser.parse_args()
+    try:
+        time_zone(args.timezone, "--timezone")
+    except ValueError as err:
+        parser.error(str(err))
     if args.replay:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
@@ -279,7 +287,8 @@ def main() -> None:
             parser.error(f"--trace/--day/--duration: {err}")
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
-             cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history)
+             cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history,
+             timezone=args.timezone)
 
 
 if __name__ == "__main__":

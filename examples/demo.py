@@ -161,7 +161,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
         cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
-        history: str | None = None) -> bool:
+        history: str | None = None, timezone: str = "UTC") -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -172,7 +172,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     `day_of_trace` makes), its high phase `phase_s` long from STEP_AT. `history` writes three
     past days into the job's Redis history (`seed_history`), as a daemon that has seen the job
     for days finds them: `same` ran this very load at this time of day, `holiday` a day today
-    broke.
+    broke; kept in the daemon's `[job] timezone`, `timezone`.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -188,6 +188,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         config = CLOCKS[clocks].format(job=job, redis=redis_server.url, prometheus=prometheus.url,
                                        listen=free_port())
         config = config.replace('name = "autosizer"', f'name = "{policy}"')
+        config = config.replace(f'redis_url = "{redis_server.url}"',
+                                f'redis_url = "{redis_server.url}"\ntimezone = "{timezone}"', 1)
         if memory_s is not None:
             config = config.replace("[actuator]", f"[policy.settings]\nlull_memory_s = {memory_s:g}\n\n[actuator]")
         config_path.write_text(config)
@@ -224,7 +226,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
             load_of = profile or (lambda elapsed: load_at(elapsed, step, shape))
             if history:
-                seeded = seed_history(store, time.time(), duration, load_of, holiday=history == "holiday")
+                seeded = seed_history(store, time.time(), duration, load_of, holiday=history == "holiday",
+                                      zone=timezone)
             runner.start()
             began = time.time()
             watch(store, load, probe, duration, timeline, load_of)
@@ -292,25 +295,28 @@ class Finished:
 
 
 def seed_history(store: MetadataStore, began: float, duration: float, load: Callable[[float], float],
-                 days: int = 3, holiday: bool = False) -> dict[int, list[float]]:
+                 days: int = 3, holiday: bool = False, zone: str = "UTC") -> dict[int, list[float]]:
     """Write `days` past days into the job's history in Redis, each LOW all day but for the
     watched run's time of day, which ran `load` (orders/s at each second from `began`): the days
     a daemon that has run the job since finds, so its day plan can size for the load before it
     comes. `holiday`: the days ran the load's peak from an hour before `began` to the run's end,
     and today's hour before `began` went LOW, as the daemon watching it recorded: a day that
-    broke the pattern, which the daemon must not believe. Returns the rows written, by UTC day."""
-    history, today = InputHistory(keep_days=HistoryStore(store).keep_days), int(began) // DAY_S
+    broke the pattern, which the daemon must not believe. Days are `zone`'s (the daemon's `[job]
+    timezone`). Returns the rows written, by day number."""
+    saved = HistoryStore(store, zone=zone)
+    history = InputHistory(keep_days=saved.keep_days, zone=zone)
+    today = history.day_of(began)
     peak = max(load(second) for second in range(int(duration)))
     for back in range(1, days + 1):
+        midnight = began - history.wall(began) % DAY_S - back * DAY_S  # that day's midnight, near enough
         for slot in range(history.slots):
-            history.record((today - back) * DAY_S + slot * history.slot_s, LOW)
+            history.record(midnight + slot * history.slot_s, LOW)
         for second in range(-3600 if holiday else 0, int(duration)):
-            if (at := began - back * DAY_S + second) < today * DAY_S:  # a run past midnight: not today's
+            if history.day_of(at := began - back * DAY_S + second) < today:  # a run past midnight: not today's
                 history.record(at, peak if holiday else load(second))
     if holiday:
         for second in range(-3600, 0, 15):
             history.record(began + second, LOW)
-    saved = HistoryStore(store)
     for day in history.days:
         saved.save(history, day)
     return {day: row.tolist() for day, row in history.days.items()}

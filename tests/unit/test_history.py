@@ -104,6 +104,27 @@ def test_a_ramp_due_later_in_the_slot_now_in_progress_does_not_break_the_day():
         history.record(today + second, late(second))
     assert history.expected_peak(today + 8 * HOUR + 30, 3600) == 10_000.0
 
+def test_a_step_a_little_later_than_the_days_does_not_break_the_day():
+    """The days stepped to 1,200/s two minutes before the end of a slot; today steps 10 s
+    before it, and the daemon's rate window has read a third of it by the slot's last tick (run
+    108: 566/s for 1,200/s). At the slot boundary that slot is judged: today is less than a slot
+    later, which is no shortfall, and the day plan stays on."""
+    def step(at: float):
+        return lambda second, day=0: 1_200.0 if 9 * HOUR - at <= second < 10 * HOUR else 100.0
+
+    history = days_of(InputHistory(), range(3), step(120))
+    today = 3 * DAY_S
+    for second in range(0, 9 * HOUR - 10, 60):
+        history.record(today + second, 100.0)
+    history.record(today + 9 * HOUR - 5, 400.0)  # a third of the step, read 5 s before the boundary
+    history.record(today + 9 * HOUR + 5, 1_200.0)
+    assert history.broken(today + 9 * HOUR + 10) is None
+    assert history.expected_peak(today + 9 * HOUR + 10, 3600) == 1_200.0
+    for second in range(9 * HOUR + 60, 10 * HOUR + 15 * 60, 60):  # then a holiday's level
+        history.record(today + second, 100.0)
+    assert "today broke the days' pattern" in (history.broken(today + 10 * HOUR + 10 * 60) or "")
+
+
 def test_the_highest_of_the_days_for_a_decision_a_peak_would_undo():
     history = days_of(InputHistory(), range(3), lambda s, d: 1000.0 * (d + 1))
     assert history.expected_peak(3 * DAY_S, 3600) == 2000.0  # the median
