@@ -39,6 +39,8 @@ import numpy as np
 T = TypeVar("T")
 DAY_S = 86_400
 WEEK_DAYS = 7
+WEEKLY = (WEEK_DAYS, 2 * WEEK_DAYS)  # days back compared first: the same weekday
+RECENT = (1, 2, 3)  # else these, once `min_days` of them are on record
 TRUST_WINDOW_S = 3600.0  # the span of today the history's trust check compares with the days
 
 
@@ -142,7 +144,7 @@ class InputHistory:
             return self._broken
         today = int(now // DAY_S)
         if not self._compared(today, lambda day: day if day in self.days else None):
-            on = sum(today - k in self.days for k in (1, 2, 3))
+            on = sum(today - k in self.days for k in RECENT)
             return f"{on} of the last three days on record, {self.min_days} needed"
         if self._expected_peak(now, ahead_s) is None:
             return "the days on record never saw this time of day"
@@ -179,7 +181,7 @@ class InputHistory:
             return np.concatenate(parts)[first:first + count]
 
         found = np.full(count, np.nan)
-        for back, need in (((1, 2, 3), self.min_days), ((WEEK_DAYS, 2 * WEEK_DAYS), 1)):  # weekly last: it wins
+        for back, need in ((RECENT, self.min_days), (WEEKLY, 1)):  # weekly last: where it saw a slot, it wins
             rows = [r for r in (row(today - k) for k in back) if r is not None]
             if rows:
                 stacked = np.vstack(rows)
@@ -196,10 +198,10 @@ class InputHistory:
     def _compared(self, today: int, read: Callable[[int], T | None]) -> list[T]:
         """`read` of the days today is compared with: the same weekday one and two weeks back if
         either is on record, else the last three days, once at least `min_days` of them are."""
-        weekly = [v for v in (read(today - k * WEEK_DAYS) for k in (1, 2)) if v is not None]
+        weekly = [v for v in (read(today - k) for k in WEEKLY) if v is not None]
         if weekly:
             return weekly
-        recent = [v for v in (read(today - k) for k in range(1, 4)) if v is not None]
+        recent = [v for v in (read(today - k) for k in RECENT) if v is not None]
         return recent if len(recent) >= self.min_days else []
 
     def _peak(self, day: int, start: float, end: float) -> float | None:
