@@ -43,10 +43,14 @@ What it adds to the utilization rule, and why:
   job is catching up (FLINK-31318's vicious cycle: a scale-down during backlog slows catch-up).
   With the input's days on record the look-back is `day_ahead_s`, not `lull_memory_s`: the
   history then says whether a peak comes back within the hour (`_ahead`), and an evening held
-  for three hours cost `bank-calls` more task-hours than `lag-threshold` spent.
+  for three hours cost `bank-calls` more task-hours than `lag-threshold` spent. The hour runs
+  from the last scale-up too: the peak's quarter-hour slice leaves that memory up to a slice
+  sooner (`nyc-flights`' June afternoons went 16 -> 32 -> 16 in 59 minutes, day after day).
 - The day plan. With the input's recent days on record (`Observation.history`), the cheapest run
   of factors through the next `plan_horizon_s` (`day_plan`): it scales up to the plan's factor
   `day_lead_s` ahead, and down only to the plan's factor, so a daily ramp is one rescale each way.
+  Within `day_ahead_s` of a scale-down it steps up ahead of the input only when the input needs
+  it: a day called broken and then believed again went 16 -> 8 -> 16 in 12 minutes that way.
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
   busiest thread's share of each partition at that factor (the pipeline counts it for every
@@ -120,6 +124,8 @@ class AutosizerState:
     # the input each tick read from the watermarks' growth (`_arriving`), beside `rates`
     arrivals: tuple[float, ...] = ()
     waited: bool = False  # the last tick held to see a rise whole (`_seen_in_part`)
+    raised: float = -math.inf  # when the factor was last seen to go up, for any reason
+    lowered: float = -math.inf  # and down
 
 
 class AutosizerPolicy:
@@ -196,12 +202,14 @@ class AutosizerPolicy:
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
         plan, planned_up = last.plan, last.planned_up
+        raised = obs.time if rescaled and current > last.factor else last.raised
+        lowered = obs.time if rescaled and current < last.factor else last.lowered
 
         def answer(factor: int, reason: str, details: dict[str, Any],
                    waited: bool = False) -> tuple[Decision, Any]:
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
-                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited)
+                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -267,6 +275,15 @@ class AutosizerPolicy:
                                        f"perhaps not in full yet; sized on the next tick, which sees it "
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
+        if wish <= current < early and obs.time - lowered < self.day_ahead:
+            # The plan would step back up within the hour of a scale-down it did not make (a day
+            # called broken, then believed again: `nyc-flights`' Friday after Thanksgiving went
+            # 16 -> 8 -> 16 in 12 minutes). Ahead of the input is no reason to undo a step that
+            # recent; the input itself, when it needs more, is.
+            assert plan is not None
+            return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but the job scaled down "
+                                   f"{(obs.time - lowered) / 60:.0f} min ago and the input fits "
+                                   f"{current}: ahead of the input it waits out the hour", details)
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
@@ -288,7 +305,7 @@ class AutosizerPolicy:
             memory = self.day_ahead if foresight else self.lull_memory
             wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)),
                                             _recent_peaks(peaks, obs.time, memory), memory,
-                                            planned, planned_up)
+                                            planned, planned_up, raised if foresight else -math.inf)
             if wish == current and not reason:
                 reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
                 if forecast > self.target * capacity:  # more would be wanted: say why it is not
@@ -309,7 +326,7 @@ class AutosizerPolicy:
 
     def _scale_down(self, obs: Observation, task_rate: float, recent: float,
                     peaks: tuple[tuple[float, float], ...], memory: float,
-                    planned: np.ndarray | None, planned_up: float) -> tuple[int, str]:
+                    planned: np.ndarray | None, planned_up: float, raised: float) -> tuple[int, str]:
         """The factor to scale down to (the current one to hold) and why; "" when the recent
         input itself needs the current factor. Each check may only raise the answer."""
         current = obs.factor
@@ -333,6 +350,11 @@ class AutosizerPolicy:
         if obs.time - planned_up < self.day_ahead:
             return current, (f"hold: scaled up for the day plan {(obs.time - planned_up) / 60:.0f} "
                              f"min ago; the day gets {self.day_ahead / 60:.0f} min to come as it did before")
+        if obs.time - raised < self.day_ahead:
+            # The look-back is the day's hour (`foresight`): the peak slice that needed the
+            # scale-up leaves it up to a slice before the hour since the scale-up is out.
+            return current, (f"hold: scaled up {(obs.time - raised) / 60:.0f} min ago; the peak that needed "
+                             f"it may have left the {memory / 60:.0f}-min memory, the hour has not")
         note = ""
         if obs.history:  # and the hours ahead, as far as they are known
             wish, note = self._ahead(obs, task_rate, wish, planned)

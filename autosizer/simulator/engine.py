@@ -59,6 +59,20 @@ class Run:
     def rate(self) -> np.ndarray:
         return self.workload.rate[: len(self.factor)]
 
+    def part(self, begin: int, end: int) -> Run:
+        """Seconds `begin` to `end` of this run as a run of their own, scored as one: a week of a
+        daemon that ran the year, with the state and the days on record it had by then (its
+        rescales are those decided inside; one undone across the cut counts in neither)."""
+        if not 0 <= begin < end <= len(self.factor):
+            raise ValueError(f"a part must lie within 0 to {len(self.factor)} s, not {begin} to {end}")
+        workload = Workload(self.workload.name, self.workload.rate[begin:end],
+                           tuple(c - begin for c in self.workload.changes if begin <= c < end),
+                           self.workload.start + begin)
+        return Run(self.policy, workload, self.job, self.tick_s, self.lag_records[begin:end],
+                   self.lag_seconds[begin:end], self.factor[begin:end],
+                   [Rescale(r.time - begin, r.old, r.new, r.reason) for r in self.rescales
+                    if begin <= r.time < end])
+
 
 @dataclass
 class _Block:

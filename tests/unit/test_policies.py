@@ -395,6 +395,16 @@ def test_a_job_that_keeps_up_just_past_the_target_is_left_alone_until_the_band_i
         load_policy("autosizer", {"scale_up_utilization": 0.7})
 
 
+def office_days(level=8_000.0, days=3):
+    """Office days on record: 500/s at night, `level` from 08:00 to 18:00."""
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    history = InputHistory()
+    for second in range(0, days * DAY_S, 60):
+        history.record(second, level if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    return history
+
+
 def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_hour():
     """Three office days on record (500/s at night, 8,000/s from 08:00 to 18:00) on 4
     partitions at 400/s per task: the plan runs 8 for the day (8,000/s fits 70% of its
@@ -402,11 +412,9 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     1 -> 4 -> 8.
     When the day then does not come (a holiday), the factor is kept for `day_ahead_s` before a
     scale-down may undo it: no reversal within the hour."""
-    from autosizer.policies.history import DAY_S, InputHistory
+    from autosizer.policies.history import DAY_S
 
-    history = InputHistory()
-    for second in range(0, 3 * DAY_S, 60):
-        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    history = office_days()
     policy = load_policy("autosizer")
     state, factor, decisions = None, 1, []
     start = 3 * DAY_S + 7 * 3600
@@ -422,16 +430,13 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])
 
 
-
 def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
     """Office days on record, and a holiday: by 09:30 the last hour ran 500/s where the days had
     8,000/s, so the policy reacts, and says why it does not follow the plan the days would make.
     A history too short to use is only noted in the details: it is every new job's first days."""
     from autosizer.policies.history import DAY_S, InputHistory
 
-    history = InputHistory()
-    for second in range(0, 3 * DAY_S, 60):
-        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    history = office_days()
     for second in range(3 * DAY_S, 3 * DAY_S + 9 * 3600 + 1800, 60):
         history.record(second, 500.0)
     decision, _ = load_policy("autosizer").decide(
@@ -448,12 +453,13 @@ def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
     assert decision.details["history"] == "1 of the last three days on record, 2 needed"
     assert "day plan" not in decision.reason, decision.reason
 
+
 def test_with_the_day_on_record_the_evening_scale_down_waits_an_hour_not_the_lull_memory():
     """The same office days: at 18:00 the input drops from 8,000 to 500/s. The history says no
     peak comes back before 08:00, so the look-back a scale-down must clear is the hour the
     history looks ahead (`day_ahead_s`), not the 3-hour lull memory a job with no history needs
     (it cannot tell an evening from a lull)."""
-    from autosizer.policies.history import DAY_S, InputHistory
+    from autosizer.policies.history import DAY_S
 
     def evening(history):
         policy, state, factor = load_policy("autosizer"), None, 8
@@ -468,13 +474,68 @@ def test_with_the_day_on_record_the_evening_scale_down_waits_an_hour_not_the_lul
                 return (t - drop) / 60, factor, decision.factor, decision.reason
         return None
 
-    history = InputHistory()
-    for second in range(0, 3 * DAY_S, 60):
-        history.record(second, 8_000.0 if 8 * 3600 <= second % DAY_S < 18 * 3600 else 500.0)
+    history = office_days()
     minutes, old, new, reason = evening(history)
     assert (old, new) == (8, 1) and 45 <= minutes <= 60 and "the day plan runs 1" in reason
     minutes, old, new, _ = evening(None)
     assert (old, new) == (8, 1) and 150 <= minutes <= 180
+
+
+def test_with_the_day_on_record_a_scale_up_for_a_peak_it_did_not_expect_is_kept_for_the_hour():
+    """Office days of 6,000/s, and at 11:10 a 4-minute burst of 20,000/s they never had: 8 -> 16. With
+    the days on record the scale-down looks back over the hour only, and the 15-minute slice that
+    remembers the burst began at 11:00, so it left that memory at 12:00, 50 minutes after the
+    scale-up (`nyc-flights`' June afternoons went 16 -> 32 -> 16 in 59 minutes, day after day).
+    The hour runs from the scale-up, whatever slice the peak fell in."""
+    from autosizer.policies.history import DAY_S
+
+    history, policy, state, factor, decisions = office_days(6_000.0), load_policy("autosizer"), None, 8, []
+    burst, held = 3 * DAY_S + 11 * 3600 + 600, []
+    for t in range(burst - 3600 - 600, burst + 2 * 3600, 15):
+        rate = 20_000.0 if burst <= t < burst + 240 else 6_000.0
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=400, time=t,
+                                                history=history), state)
+        history.record(t, rate)
+        if decisions and t - decisions[0][0] < policy.day_ahead:
+            held.append(decision.reason)
+        if decision.factor != factor:
+            decisions.append((t, factor, decision.factor, decision.reason))
+            factor = decision.factor
+    (up, old, new, _), *later = decisions
+    assert (old, new) == (8, 16) and up - burst < 60, decisions
+    assert all(t - up >= policy.day_ahead for t, *_ in later), later
+    assert "hold: scaled up 50 min ago" in held[50 * 4], held[50 * 4]
+
+
+def test_after_a_scale_down_the_day_plan_steps_back_up_within_the_hour_only_when_the_input_needs_it():
+    """The office days, and the job scaled down from 8 to 4 at 07:35 (a day called broken, then
+    believed again: `nyc-flights`' Friday after Thanksgiving went 16 -> 8 -> 16 in 12 minutes).
+    The plan runs 8 from 07:30, half an hour ahead of the 08:00 rise, but going back up ahead of
+    the input would undo a step taken minutes ago: it waits, and scales up when the input comes."""
+    from autosizer.policies.history import DAY_S
+
+    history, policy = office_days(), load_policy("autosizer")
+    start = 3 * DAY_S + 7 * 3600 + 35 * 60
+    _, state = policy.decide(observe(factor=8, input_rate=500, task_rate=400, time=start - 15, history=history), None)
+    factor, decisions = 4, []
+    for t in range(start, start + 3600, 15):
+        rate = 8_000.0 if t >= 3 * DAY_S + 8 * 3600 else 500.0
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=400, time=t,
+                                                history=history), state)
+        history.record(t, rate)
+        if t == start:
+            assert decision.factor == 4 and "the day plan runs 8" in decision.reason \
+                and "scaled down 0 min ago" in decision.reason, decision.reason
+        if decision.factor != factor:
+            decisions.append((t, factor, decision.factor, decision.reason))
+            factor = decision.factor
+    (t, old, new, reason), = decisions
+    assert (old, new) == (4, 8) and 0 <= t - (3 * DAY_S + 8 * 3600) <= 60, (t, reason)
+    assert "forecast" in reason
+
+    # without the scale-down, the plan's step comes half an hour ahead of the rise
+    decision, _ = policy.decide(observe(factor=4, input_rate=500, task_rate=400, time=start, history=history), None)
+    assert decision.factor == 8 and decision.reason.startswith("the day plan runs 8"), decision.reason
 
 
 def marks(offsets, at, partitions=16):

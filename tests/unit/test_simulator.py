@@ -129,6 +129,24 @@ def test_scores_count_reversals_and_rescales_to_converge():
     assert result.converge_rescales == 3  # after the step at 100 s
 
 
+
+def test_a_part_of_a_run_is_scored_as_a_run_of_its_own():
+    """A week of a daemon that ran the year: the part's seconds, its clock and its own rescales,
+    their times from the part's start; the whole run as one part scores as the run."""
+    workload = dataclasses.replace(workloads.step(100, 200, at=100, seconds=8000, noise=0), start=1_000.0)
+    run = Run("p", workload, JobModel(partitions=2), 15, np.zeros(8000), np.arange(8000.0),
+              np.ones(8000, dtype=np.int32), [Rescale(50, 1, 2, ""), Rescale(200, 2, 4, ""),
+                                              Rescale(1000, 4, 2, "")])
+    assert score(run.part(0, 8000)) == score(run)
+    part = run.part(150, 1150)
+    assert part.workload.start == 1_150.0 and part.workload.changes == ()
+    assert [(r.time, r.old, r.new) for r in part.rescales] == [(50, 2, 4), (850, 4, 2)]
+    assert score(part).violation_s == 1000  # its lag reads 150 to 1,149 s, every second over 30
+    assert score(part).reversals_1h == 1 and run.part(0, 150).workload.changes == (100,)
+    for begin, end in ((0, 0), (-1, 10), (10, 8001)):
+        with pytest.raises(ValueError, match="a part must lie within 0 to 8000 s"):
+            run.part(begin, end)
+
 def test_reversals_within_a_pressed_hour_are_counted_by_the_suites_rule():
     """The real runs' report counts reversals within a pressed day's hour (31 s) with the rule
     the suite scores: a change opposite to the one before, sooner than the window."""
