@@ -302,3 +302,17 @@ def test_flights_keep_their_hours_across_the_clocks_going_back_in_the_jobs_time_
     utc = score(simulate(trace.workload, dataclasses.replace(trace.job, timezone="UTC"), load_policy("autosizer")))
     assert local.violation_s == 0 and local.reversals_1h == 0 and local.rescales <= 4 * 14, local
     assert utc.reversals_1h > 0 and utc.rescales > 4 * 14, utc
+
+
+@pytest.mark.parametrize("begin", ["2013-06-03", "2013-11-18"])
+def test_flights_with_a_week_on_record_make_no_reversal_on_a_new_schedule_or_after_thanksgiving(begin):
+    """Two fortnights of `nyc-flights` that a fresh week cannot show, the second week with the
+    first on record. From 10 June a 15:00 bank of departures the days did not have yet: 16 -> 32
+    at 14:56, and with the days on record the scale-down's look-back is the hour, which the
+    quarter-hour slice holding the peak left at 15:55 (three reversals). The Friday after
+    Thanksgiving, a day called broken: the reactive rules scaled 16 -> 8 and, believed again,
+    the plan stepped back to 16 twelve minutes later. The hour now runs from the scale-up, and
+    the plan steps up within the hour of a scale-down only when the input needs it."""
+    trace = load_trace("nyc-flights", window={"begin": begin, "seconds": 14 * DAY})
+    result = score(simulate(trace.workload, trace.job, load_policy("autosizer")))
+    assert result.reversals_1h == 0 and result.violation_s == 0, result
