@@ -13,15 +13,15 @@ two comparative goals (half `lag-threshold`'s violation-seconds at no more task-
 rescales than `utilization` with no more violation-seconds). Windows that miss are listed.
 
 With `--one-daemon` the windows are not fresh starts: one daemon runs the whole series, as a
-deployed one would (the days it records on record for the next, its peaks and ceilings kept),
+deployed one would (each window's days on record for the next, its peaks and ceilings kept),
 and each window is scored as the part of that run it covers (`Run.part`). The series is scaled
 once, its busiest interval 20,000/s, so a quiet week is quiet. The first window is the daemon's
 first, with no history; every later one has the days before it.
 
     .venv/bin/python benchmarks/bench_trace_weeks.py [--compare] [--one-daemon] [--jobs N] [trace ...]
 
-Progress goes to stderr. About 7 minutes on 2 cores for the four traces (15 with `--compare`;
-`--one-daemon` about as long, a year's run holding about a gigabyte).
+Progress goes to stderr. About 8 minutes on 2 cores for the four traces (13 with `--compare`;
+`--one-daemon` about 9, a year's run holding about a gigabyte).
 """
 
 from __future__ import annotations

@@ -276,10 +276,10 @@ class AutosizerPolicy:
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
         if wish <= current < early and obs.time - lowered < self.day_ahead:
-            # The plan would step back up within the hour of a scale-down it did not make (a day
-            # called broken, then believed again: `nyc-flights`' Friday after Thanksgiving went
-            # 16 -> 8 -> 16 in 12 minutes). Ahead of the input is no reason to undo a step that
-            # recent; the input itself, when it needs more, is.
+            # The plan would step back up within the hour of a scale-down: one the reactive rules
+            # made while the day was called broken, before it was believed again (`nyc-flights`'
+            # Friday after Thanksgiving went 16 -> 8 -> 16 in 12 minutes). Ahead of the input is
+            # no reason to undo a step that recent; the input itself, when it needs more, is.
             assert plan is not None
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but the job scaled down "
                                    f"{(obs.time - lowered) / 60:.0f} min ago and the input fits "
