@@ -53,17 +53,15 @@ def _run(args: tuple[str, dict[str, Any], str]) -> Score:
     return run(*args)
 
 
-def run_through(name: str, windows: list[dict[str, Any]], policy: str) -> list[Score]:
-    """One daemon through every window of `name` in a row: each window's score is its part of
-    the one run."""
-    length = load_trace(name).workload.seconds
-    first = windows[0]
-    trace = load_trace(name, window={**first, "seconds": length * len(windows)})
+def run_through(name: str, windows: list[dict[str, Any]], policy: str, length: int) -> list[Score]:
+    """One daemon through every window of `name` (each `length` seconds) in a row: each
+    window's score is its part of the one run."""
+    trace = load_trace(name, window={**windows[0], "seconds": length * len(windows)})
     whole = simulate(trace.workload, trace.job, load_policy(policy))
     return [score(whole.part(k * length, (k + 1) * length)) for k in range(len(windows))]
 
 
-def _run_through(args: tuple[str, list[dict[str, Any]], str]) -> list[Score]:
+def _run_through(args: tuple[str, list[dict[str, Any]], str, int]) -> list[Score]:
     return run_through(*args)
 
 
@@ -93,11 +91,12 @@ def misses(ours: Score, days: float, util: Score | None, lt: Score | None) -> li
 def main(names: list[str], compare: bool, jobs: int, one_daemon: bool = False) -> None:
     policies = ("autosizer", *BASELINES) if compare else ("autosizer",)
     held = {name: held_out_windows(name) for name in names}  # each reads its dataset once
+    length = {name: load_trace(name).workload.seconds for name in names}  # and once more
     scores = {}
     with ProcessPoolExecutor(jobs) as pool:
         if one_daemon:  # the longest runs first, so the last to finish is not a year alone
-            work = sorted(((name, held[name], policy) for name in names for policy in policies),
-                          key=lambda item: -len(item[1]) * load_trace(item[0]).workload.seconds)
+            work = sorted(((name, held[name], policy, length[name]) for name in names for policy in policies),
+                          key=lambda item: -len(item[1]) * item[3])
             for k, (item, results) in enumerate(zip(work, pool.map(_run_through, work), strict=True), 1):
                 for window, result in zip(item[1], results, strict=True):
                     scores[item[0], label(window), item[2]] = result
@@ -115,7 +114,7 @@ def main(names: list[str], compare: bool, jobs: int, one_daemon: bool = False) -
     missed: list[str] = []
     for name in names:
         windows = [label(w) for w in held[name]]
-        days = load_trace(name).workload.seconds / DAY_S
+        days = length[name] / DAY_S
         ours = [scores[name, w, "autosizer"] for w in windows]
         per_day = sorted(s.rescales / days for s in ours)
         kept = [sum(not s.violation_s for s in ours), sum(s.rescales <= 4 * days for s in ours),
