@@ -51,6 +51,9 @@ What it adds to the utilization rule, and why:
   `day_lead_s` ahead, and down only to the plan's factor, so a daily ramp is one rescale each way.
   Within `day_ahead_s` of a scale-down it steps up ahead of the input only when the input needs
   it: a day called broken and then believed again went 16 -> 8 -> 16 in 12 minutes that way.
+  With one day on record (too little to plan from) a scale-up the input asks for is sized for
+  what that day reached within `day_lead_s`, and kept for `day_ahead_s` as the plan's are:
+  `nyc-flights`' second mornings went 1 -> 2 -> 4 -> 8 -> 16 in 16 minutes, now 1 -> 32.
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
   busiest thread's share of each partition at that factor (the pipeline counts it for every
@@ -266,6 +269,9 @@ class AutosizerPolicy:
         banded = wish > current and self._within_band(forecast, lag, obs, task_rate)
         if banded:
             wish = current
+        first_days = ""
+        if wish > current:
+            wish, first_days = self._first_days(obs, lag, task_rate, wish)
         early = int(lead.max()) if lead is not None else 0
         if (wish > max(current, early) and not backlogged and not last.waited
                 and wish < _top_factor(obs, task_rate)):
@@ -285,13 +291,15 @@ class AutosizerPolicy:
                                    f"{(obs.time - lowered) / 60:.0f} min ago and the input fits "
                                    f"{current}: ahead of the input it waits out the hour", details)
         if max(wish, early) > current:
-            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}: measured capacity "
+            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}{first_days}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
                       f"{task_rate:.1f}/s per task, busiest thread {_hottest(obs, wish):.1%})"
                       f"{_cores_note(obs, wish, task_rate)}")
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up = early, obs.time
+            elif first_days:
+                planned_up = obs.time  # sized for a day's peak still to come: give it the hour
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, ("hold: catching up, never scale down during backlog"
                                      f"{_cores_note(obs, current, task_rate)}")
@@ -324,6 +332,16 @@ class AutosizerPolicy:
                 reason += f"; no day plan: {broken}"
         return answer(wish, reason + judged, details)
 
+    def _first_days(self, obs: Observation, lag: float, task_rate: float, wish: int) -> tuple[int, str]:
+        """A scale-up the input asks for, sized for what the one day on record reached within
+        `day_lead_s` when that needs more (too few days to plan from, enough to size a step by);
+        (the factor, a note for the reason, "" when the day did not raise it)."""
+        had = obs.history.first_days_peak(obs.time, self.day_lead) if obs.history is not None else None
+        sized = self._cover(had, lag, obs, task_rate) if had is not None else wish
+        if sized <= wish:
+            return wish, ""
+        return sized, f"; the day on record reached {had:.0f}/s within {self.day_lead / 60:.0f} min, sized for it"
+
     def _scale_down(self, obs: Observation, task_rate: float, recent: float,
                     peaks: tuple[tuple[float, float], ...], memory: float,
                     planned: np.ndarray | None, planned_up: float, raised: float) -> tuple[int, str]:
@@ -348,7 +366,7 @@ class AutosizerPolicy:
                              f"leave the {memory / 60:.0f}-min memory within "
                              f"{self.rescale_cost / 60:.0f} min (one rescale, not a step on the way)")
         if obs.time - planned_up < self.day_ahead:
-            return current, (f"hold: scaled up for the day plan {(obs.time - planned_up) / 60:.0f} "
+            return current, (f"hold: scaled up for the days on record {(obs.time - planned_up) / 60:.0f} "
                              f"min ago; the day gets {self.day_ahead / 60:.0f} min to come as it did before")
         if obs.time - raised < self.day_ahead:
             # The look-back is the day's hour (`foresight`): the peak slice that needed the

@@ -8,6 +8,8 @@ own). Expecting the peak of a window ahead:
 - with the same weekday one or two weeks back on record, from those days (a weekly pattern: a
   Monday is not a Sunday), their median;
 - otherwise from the last three days that saw the window, their median, once at least two did;
+  with one, nothing to scale ahead on, but what it reached sizes a scale-up the input itself
+  asks for (`first_days_peak`: a job's second morning is one step, not its first's ladder);
 - never when today broke the pattern: when the last hour's completed slots saw input far below
   what the same method expected of them (a holiday, an outage), the history is not trusted
   until the day agrees with it again. Then the policy simply reacts, as it does with no history.
@@ -135,6 +137,22 @@ class InputHistory:
             self._profiles[ahead_s] = self._profile(slot, max(1, math.ceil(ahead_s / self.slot_s)))
         return self._profiles[ahead_s]
 
+    def first_days_peak(self, now: float, ahead_s: float) -> float | None:
+        """While fewer days are on record than the history needs to be believed (a job's second
+        day), the highest of those there are over [now, now + ahead_s): too little to scale
+        ahead on, enough to size a scale-up the input already asks for, so a morning ramp that
+        went 1 -> 2 -> 4 -> 8 -> 16 on the first day is one step on the second. Window by
+        window, as a day recorded from its evening on knows the evening only. None where the
+        history is believed (its own answers speak), when no day saw the window, or when
+        today's last hour fell short of the days as the trust check reads a shortfall."""
+        now = self.wall(now)
+        if not self._trusted_at(now) or self._expected_peak(now, ahead_s) is not None:
+            return None
+        if self._disagreement(now, need=1) is not None:
+            return None
+        found = self._compared(int(now // DAY_S), lambda day: self._peak(day, now, now + ahead_s), need=1)
+        return max(found) if found else None
+
     def doubt(self, now: float, ahead_s: float = 3600.0) -> str | None:
         """Why the history cannot say what the next `ahead_s` holds, in an operator's words (for
         a decision's reasons and `autosizer history show`), or None when it can: a user who
@@ -189,20 +207,20 @@ class InputHistory:
                 found[known] = np.nanmax(stacked[:, known], axis=0)
         return None if np.isnan(found).all() else found
 
-    def _expect(self, start: float, end: float, highest: bool = False) -> float | None:
-        found = self._compared(int(start // DAY_S), lambda day: self._peak(day, start, end))
+    def _expect(self, start: float, end: float, highest: bool = False, need: int | None = None) -> float | None:
+        found = self._compared(int(start // DAY_S), lambda day: self._peak(day, start, end), need)
         if not found:
             return None
         return float(max(found) if highest else np.median(found))
 
-    def _compared(self, today: int, read: Callable[[int], T | None]) -> list[T]:
+    def _compared(self, today: int, read: Callable[[int], T | None], need: int | None = None) -> list[T]:
         """`read` of the days today is compared with: the same weekday one and two weeks back if
-        either is on record, else the last three days, once at least `min_days` of them are."""
+        either is on record, else the last three days, once at least `need` (`min_days`) of them are."""
         weekly = [v for v in (read(today - k) for k in WEEKLY) if v is not None]
         if weekly:
             return weekly
         recent = [v for v in (read(today - k) for k in RECENT) if v is not None]
-        return recent if len(recent) >= self.min_days else []
+        return recent if len(recent) >= (self.min_days if need is None else need) else []
 
     def _peak(self, day: int, start: float, end: float) -> float | None:
         """Day `day`'s peak over the times of day of [start, end) (start's day standing for
@@ -222,7 +240,7 @@ class InputHistory:
             return None
         return float(np.nanmax(values))
 
-    def _disagreement(self, now: float) -> str | None:
+    def _disagreement(self, now: float, need: int | None = None) -> str | None:
         """How the last hour's completed slots fell short of what the history said they would
         bring, or None when they did not (or there is nothing to compare). The slot now in
         progress is left out: today has seen only its first seconds, the days its whole peak,
@@ -237,7 +255,7 @@ class InputHistory:
         end = (now // self.slot_s) * self.slot_s
         start = end - TRUST_WINDOW_S
         actual = self._peak(int(start // DAY_S), start, end) if start >= 0 else None
-        expected = self._expect(start, end - self.slot_s)
+        expected = self._expect(start, end - self.slot_s, need=need)
         if actual is None or expected is None:
             return None
         scale = max(actual, expected, self._typical())

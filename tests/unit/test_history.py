@@ -248,3 +248,30 @@ def test_a_day_recorded_from_its_evening_on_says_nothing_of_its_morning():
     profile = early.profile(2 * DAY_S + 7 * HOUR, 14 * HOUR)
     assert profile is not None and np.isnan(profile[:-12]).all(), "one whole day is not two"
     assert profile[-12:].max() == 700.0, "20:00 on: both days saw it, the higher taken"
+
+
+def test_one_day_on_record_sizes_what_the_input_asks_for_not_what_is_planned():
+    """A job's second day: one day is too little to scale ahead on (`expected_peak` says nothing),
+    enough to say how high the coming half-hour went on it, for a scale-up the input asks for."""
+    history = days_of(InputHistory(), range(1), office)
+    morning = DAY_S + 7.75 * HOUR
+    assert history.expected_peak(morning, 1800) is None
+    assert history.first_days_peak(morning, 1800) == 10_000.0
+    assert history.first_days_peak(DAY_S + 6 * HOUR, 1800) == 500.0, "the ramp is two hours away"
+
+
+def test_the_first_days_say_nothing_where_the_history_is_believed_or_the_day_fell_short():
+    history = days_of(InputHistory(), range(2), office)
+    assert history.first_days_peak(2 * DAY_S + 7.75 * HOUR, 1800) is None, "two days: the plan speaks"
+
+    short = days_of(InputHistory(), range(1), office)
+    for second in range(0, 10 * HOUR, 60):  # 08:00-10:00 brought 500/s, not 10,000/s
+        short.record(DAY_S + second, 500.0)
+    assert short.first_days_peak(DAY_S + 10 * HOUR, 1800) is None, "a day below the one on record"
+
+    evening = InputHistory()  # a daemon started at 20:00: day 0 saw its evening only
+    for second in range(20 * HOUR, DAY_S, 60):
+        evening.record(second, 700.0)
+    days_of(evening, range(1, 2), office)
+    assert evening.first_days_peak(2 * DAY_S + 7.75 * HOUR, 1800) == 10_000.0, "day 1's word on the morning"
+    assert evening.first_days_peak(2 * DAY_S + 20.5 * HOUR, 1800) is None, "both saw the evening: believed"

@@ -538,6 +538,30 @@ def test_after_a_scale_down_the_day_plan_steps_back_up_within_the_hour_only_when
     assert decision.factor == 8 and decision.reason.startswith("the day plan runs 8"), decision.reason
 
 
+def test_on_the_second_day_a_morning_ramp_is_met_at_the_size_the_first_day_reached():
+    """One office day on record (8,000/s from 08:00), and the second morning ramps up the same
+    way, doubling every 5 minutes. One day is too little to scale ahead on, so the job waits for
+    the input as on its first day; but the scale-up the ramp's first step asks for is sized for
+    the half hour the day on record had ahead, 1 -> 8, where sizing each step went 1 -> 2 -> 4 ->
+    8 (`nyc-flights`' second mornings: 1 -> 2 -> 4 -> 8 -> 16 in 16 minutes). Kept for the hour."""
+    from autosizer.policies.history import DAY_S
+
+    history, policy, state, factor, decisions = office_days(days=1), load_policy("autosizer"), None, 1, []
+    opens = DAY_S + 8 * 3600
+    for t in range(opens - 600, opens + 2 * 3600, 15):
+        step = (t - opens) // 300
+        rate = 500.0 if step < 0 else min(8_000.0, 1_500.0 * 2 ** step)
+        decision, state = policy.decide(observe(factor=factor, input_rate=rate, task_rate=400, time=t,
+                                                history=history), state)
+        history.record(t, rate)
+        if decision.factor != factor:
+            decisions.append((t, factor, decision.factor, decision.reason))
+            factor = decision.factor
+    (t, old, new, reason), = decisions
+    assert (old, new) == (1, 8) and 0 <= t - opens <= 60, decisions
+    assert "the day on record reached 8000/s within 30 min, sized for it" in reason, reason
+
+
 def marks(offsets, at, partitions=16):
     """Watermarks of `partitions` partitions holding `offsets` records in all, read at `at`."""
     return Watermarks([("orders", p) for p in range(partitions)], [offsets / partitions] * partitions,

@@ -192,12 +192,17 @@ def test_no_more_cost_than_lag_threshold_over_the_suite(suite, traces):
 
 def test_recorded_days_have_the_job_ready_for_a_morning_ramp_too_steep_to_follow(suite):
     """The workday trace's 08:00 ramp (500 -> 30,000/s in 2 min) outruns a reacting policy: two
-    rescales into the ramp and lag near the 30 s SLO on the first mornings (80 s before the
-    first tick of a jump waited for the next). From the third day the history expects it and the
-    job is sized before 08:00; `utilization`, which has no history, misses every morning."""
+    rescales into the ramp and lag near the 30 s SLO on the first morning (80 s before the
+    first tick of a jump waited for the next). The second still reacts, one day being too little
+    to scale ahead on, but in one rescale sized for the day on record (it was two, lag at 29 s).
+    From the third day the history expects it and the job is sized before 08:00;
+    `utilization`, which has no history, misses every morning."""
     run, _ = suite["workday", "autosizer"]
     peak = [float(run.lag_seconds[d * DAY:(d + 1) * DAY].max()) for d in range(4)]
     assert peak[0] > 20, "the first morning is too steep to follow without history"
+    second = [r for r in run.rescales if DAY + 8 * 3600 <= r.time < DAY + 9 * 3600]
+    assert len(second) == 1 and "the day on record reached" in second[0].reason, second
+    assert peak[1] < peak[0], peak
     assert max(peak[2], peak[3]) < 10, peak
     assert all(r.time < 8 * 3600 + 2 * DAY or r.time > 9 * 3600 + 2 * DAY for r in run.rescales
                if r.new > r.old and 2 * DAY <= r.time < 3 * DAY), "sized before the ramp, not during it"
@@ -316,3 +321,15 @@ def test_flights_with_a_week_on_record_make_no_reversal_on_a_new_schedule_or_aft
     trace = load_trace("nyc-flights", window={"begin": begin, "seconds": 14 * DAY})
     result = score(simulate(trace.workload, trace.job, load_policy("autosizer")))
     assert result.reversals_1h == 0 and result.violation_s == 0, result
+
+
+def test_a_second_morning_of_flights_is_one_scale_up_sized_for_the_first():
+    """`nyc-flights`' week of 8 April 2013, fresh: its second morning (one day on record) ramps
+    from 700 to 18,000/s within five minutes. Sizing each step went 1 -> 2 -> 8 -> 16 and ran 2 s
+    past the SLO; sized for what the day on record reached within the half hour, the first
+    scale-up the ramp asks for is the only one, and nobody is late."""
+    trace = load_trace("nyc-flights", window={"begin": "2013-04-08"})
+    run = simulate(trace.workload, trace.job, load_policy("autosizer"))
+    morning = [r for r in run.rescales if r.new > r.old and DAY + 8 * 3600 <= r.time < DAY + 12 * 3600]
+    assert len(morning) == 1 and "the day on record reached" in morning[0].reason, morning
+    assert score(run).violation_s == 0
