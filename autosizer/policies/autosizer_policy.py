@@ -53,7 +53,10 @@ What it adds to the utilization rule, and why:
   it: a day called broken and then believed again went 16 -> 8 -> 16 in 12 minutes that way.
   With one day on record (too little to plan from) a scale-up the input asks for is sized for
   what that day reached within `day_lead_s`, and kept for `day_ahead_s` as the plan's are:
-  `nyc-flights`' second mornings went 1 -> 2 -> 4 -> 8 -> 16 in 16 minutes, now 1 -> 32.
+  `nyc-flights`' second mornings went 1 -> 2 -> 4 -> 8 -> 16 in 16 minutes, now 1 -> 32. Once a
+  step up ahead of the input was not needed today (the input since fit a smaller factor at the
+  target, and the job scaled down), the plan's later steps that day wait for the input: a
+  Saturday planned from weekdays went 1 -> 32 -> 16 -> 32 -> 16.
 - Measured capacity. A factor's capacity is what the pipeline measured, not tasks × a rate: one
   virtual task's saturated rate (records over its busy time, framework cost included), the
   busiest thread's share of each partition at that factor (the pipeline counts it for every
@@ -129,6 +132,8 @@ class AutosizerState:
     waited: bool = False  # the last tick held to see a rise whole (`_seen_in_part`)
     raised: float = -math.inf  # when the factor was last seen to go up, for any reason
     lowered: float = -math.inf  # and down
+    planned_peak: float = 0.0  # the highest input since `planned_up`
+    missed: int | None = None  # the job's day on which a step up ahead of the input was not needed
 
 
 class AutosizerPolicy:
@@ -204,15 +209,20 @@ class AutosizerPolicy:
                 before = min(median(last.backlog_rates), measured) if last.backlog_rates else measured
                 trial = (last.factor, current, before, last.task_rate) if before > 0 else None
 
-        plan, planned_up = last.plan, last.planned_up
+        plan, planned_up, planned_peak = last.plan, last.planned_up, max(last.planned_peak, arriving)
         raised = obs.time if rescaled and current > last.factor else last.raised
         lowered = obs.time if rescaled and current < last.factor else last.lowered
+        today = obs.history.day_of(obs.time) if obs.history is not None else None
 
         def answer(factor: int, reason: str, details: dict[str, Any],
                    waited: bool = False) -> tuple[Decision, Any]:
+            missed = last.missed
+            if factor < current and self._step_unneeded(obs, planned_up, planned_peak, task_rate):
+                missed = today
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
-                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered)
+                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered,
+                planned_peak, missed)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -290,6 +300,13 @@ class AutosizerPolicy:
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but the job scaled down "
                                    f"{(obs.time - lowered) / 60:.0f} min ago and the input fits "
                                    f"{current}: ahead of the input it waits out the hour", details)
+        if wish <= current < early and today is not None and last.missed == today:
+            # Today ran below the days: a step up ahead of the input earlier today was not needed
+            # and was undone (a Saturday planned from weekdays went 1 -> 32 -> 16 -> 32 -> 16).
+            assert plan is not None
+            return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but today did not need "
+                                   f"a step up ahead of the input already: it waits for the input, which "
+                                   f"fits {current}", details)
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}{first_days}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
@@ -297,9 +314,9 @@ class AutosizerPolicy:
                       f"{_cores_note(obs, wish, task_rate)}")
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
-                wish, planned_up = early, obs.time
-            elif first_days:
-                planned_up = obs.time  # sized for a day's peak still to come: give it the hour
+                wish, planned_up, planned_peak = early, obs.time, arriving
+            elif first_days:  # sized for a day's peak still to come: give it the hour
+                planned_up, planned_peak = obs.time, arriving
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, ("hold: catching up, never scale down during backlog"
                                      f"{_cores_note(obs, current, task_rate)}")
@@ -331,6 +348,16 @@ class AutosizerPolicy:
             if broken := obs.history.broken(obs.time):
                 reason += f"; no day plan: {broken}"
         return answer(wish, reason + judged, details)
+
+    def _step_unneeded(self, obs: Observation, planned_up: float, planned_peak: float,
+                       task_rate: float | None) -> bool:
+        """Whether a scale-down now leaves a step up that was taken ahead of the input today and
+        that the input since then never needed (it fit a smaller factor at the target)."""
+        history = obs.history
+        if history is None or not task_rate or not math.isfinite(planned_up):
+            return False
+        return history.day_of(planned_up) == history.day_of(obs.time) and \
+            self._cover(planned_peak, 0.0, obs, task_rate) < obs.factor
 
     def _first_days(self, obs: Observation, lag: float, task_rate: float, wish: int) -> tuple[int, str]:
         """A scale-up the input asks for, sized for what the one day on record reached within

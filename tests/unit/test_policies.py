@@ -562,6 +562,50 @@ def test_on_the_second_day_a_morning_ramp_is_met_at_the_size_the_first_day_reach
     assert "the day on record reached 8000/s within 30 min, sized for it" in reason, reason
 
 
+def two_peak_days(busy, lull, days=3):
+    """Days of 500/s at night, `busy` 06:00-08:00 and 18:00-21:00, `lull` between."""
+    from autosizer.policies.history import DAY_S, InputHistory
+
+    def level(second):
+        hour = second % DAY_S / 3600
+        return busy if 6 <= hour < 8 or 18 <= hour < 21 else lull if 8 <= hour < 18 else 500.0
+
+    history = InputHistory()
+    for second in range(0, days * DAY_S, 60):
+        history.record(second, level(second))
+    return history, level
+
+
+def test_a_day_below_its_days_waits_for_the_input_once_a_step_ahead_of_it_was_not_needed():
+    """Days on record peak at 12,000/s morning and evening (16 at 70%); today is a Saturday
+    planned from weekdays, at about half of them (still within the trust check's tolerance). The
+    plan's 1 -> 16 at 05:30 was not needed (6,200/s fits 8) and went 16 -> 8 at 08:00; its 8 -> 16
+    for the evening would be undone the same way (`nyc-flights`' fresh weeks: Saturdays and
+    Sundays went 1 -> 32 -> 16 -> 32 -> 16). Once today did not need a step ahead of the input,
+    the next waits for the input. A day that needed its morning step takes the evening's."""
+    from autosizer.policies.history import DAY_S
+
+    def day(busy, lull):
+        history, days_level = two_peak_days(12_000.0, 6_000.0)
+        _, today = two_peak_days(busy, lull, days=0)
+        policy, state, factor, decisions, reasons = load_policy("autosizer"), None, 1, [], {}
+        for t in range(3 * DAY_S + 5 * 3600, 3 * DAY_S + 23 * 3600, 15):
+            decision, state = policy.decide(observe(factor=factor, input_rate=today(t), task_rate=400, time=t,
+                                                    history=history), state)
+            history.record(t, today(t))
+            reasons[t - 3 * DAY_S] = decision.reason
+            if decision.factor != factor:
+                decisions.append((factor, decision.factor))
+                factor = decision.factor
+        return decisions, reasons
+
+    decisions, reasons = day(6_200.0, 3_500.0)
+    assert decisions == [(1, 16), (16, 8), (8, 1)], decisions
+    assert "today did not need a step up ahead of the input already" in reasons[17 * 3600 + 1800]
+    decisions, _ = day(12_000.0, 6_000.0)
+    assert decisions == [(1, 16), (16, 8), (8, 16), (16, 1)], decisions
+
+
 def marks(offsets, at, partitions=16):
     """Watermarks of `partitions` partitions holding `offsets` records in all, read at `at`."""
     return Watermarks([("orders", p) for p in range(partitions)], [offsets / partitions] * partitions,
