@@ -37,7 +37,8 @@ lag: are the simulated rescale counts, on which the suite's goals rest, the real
 the same time of day (`examples/demo.py`, `seed_history`): does the shipped daemon's day plan
 size for the step before it comes, as the simulator's does on `workday`? `--history holiday`
 writes days that ran the step's peak through the last hour, which today did not: does the
-daemon fall back to reacting, and say why? The replay starts from the same days at the run's clock time.
+daemon fall back to reacting, and say why? `--history one` writes one such day only, a job's
+second day: too few to plan from, does the daemon size the scale-up the load asks for by it? The replay starts from the same days at the run's clock time.
 """
 
 from __future__ import annotations
@@ -252,7 +253,9 @@ def main() -> None:
                              "starting from the same days: `same` (the default) ran this load at this "
                              "time of day (the daemon's day plan then sizes for the step before it "
                              "comes: learn-the-day on the real job); `holiday` ran the step's peak "
-                             "through the last hour, which today did not (the fallback: it reacts)")
+                             "through the last hour, which today did not (the fallback: it reacts); "
+                             "`one` wrote one such day only (a job's second day: it reacts, its scale-up "
+                             "sized for what that day reached)")
     parser.add_argument("--timezone", default="UTC",
                         help="the daemon's [job] timezone, which keys the days --history writes "
                              "(default UTC); the replay's history is kept in it too")

@@ -82,7 +82,7 @@ CLOCKS = {"demo": CONFIG,
           "shipped": "\n".join(line for line in CONFIG.splitlines() if not line.startswith(SHORTENED))}
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
 KEYS = 200  # customers: the orders' keys, each one's orders kept in order
-HISTORIES = ("same", "holiday")  # what `--history` writes: days like this one, or days it breaks
+HISTORIES = ("same", "holiday", "one")  # what `--history` writes: days like this one, days it breaks, one day
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
 
 
@@ -101,7 +101,9 @@ def main() -> None:
                         help="first write three past days into the job's Redis history: `same` (the "
                              "default) ran this load at this time of day, so the daemon's day plan scales "
                              "up before the step comes; `holiday` ran the step's peak through the last "
-                             "hour, which today did not, so the daemon does not believe them and reacts")
+                             "hour, which today did not, so the daemon does not believe them and reacts; "
+                             "`one` wrote one such day only: too few to plan from, the daemon reacts and "
+                             "sizes its scale-up for what that day reached")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
@@ -226,8 +228,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             step = high if high is not None else cpu_step(cpu_ms) if cpu_ms else HIGH
             load_of = profile or (lambda elapsed: load_at(elapsed, step, shape))
             if history:
-                seeded = seed_history(store, time.time(), duration, load_of, holiday=history == "holiday",
-                                      zone=timezone)
+                seeded = seed_history(store, time.time(), duration, load_of, days=1 if history == "one" else 3,
+                                      holiday=history == "holiday", zone=timezone)
             runner.start()
             began = time.time()
             watch(store, load, probe, duration, timeline, load_of)
