@@ -291,22 +291,16 @@ class AutosizerPolicy:
                                        f"perhaps not in full yet; sized on the next tick, which sees it "
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
-        if wish <= current < early and obs.time - lowered < self.day_ahead:
-            # The plan would step back up within the hour of a scale-down: one the reactive rules
-            # made while the day was called broken, before it was believed again (`nyc-flights`'
-            # Friday after Thanksgiving went 16 -> 8 -> 16 in 12 minutes). Ahead of the input is
-            # no reason to undo a step that recent; the input itself, when it needs more, is.
+        if wish <= current < early and (why := self._ahead_waits(
+                obs, lowered, today is not None and last.missed == today)):
+            # The plan would step up ahead of an input that fits the current factor, on a day
+            # that has already shown that to be wrong: a scale-down within the hour (one the
+            # reactive rules made while the day was called broken, before it was believed again:
+            # `nyc-flights`' Friday after Thanksgiving went 16 -> 8 -> 16 in 12 minutes), or an
+            # earlier step ahead today that was not needed (a Saturday planned from weekdays went
+            # 1 -> 32 -> 16 -> 32 -> 16). The input itself, when it needs more, is still followed.
             assert plan is not None
-            return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but the job scaled down "
-                                   f"{(obs.time - lowered) / 60:.0f} min ago and the input fits "
-                                   f"{current}: ahead of the input it waits out the hour", details)
-        if wish <= current < early and today is not None and last.missed == today:
-            # Today ran below the days: a step up ahead of the input earlier today was not needed
-            # and was undone (a Saturday planned from weekdays went 1 -> 32 -> 16 -> 32 -> 16).
-            assert plan is not None
-            return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but today did not need "
-                                   f"a step up ahead of the input already: it waits for the input, which "
-                                   f"fits {current}", details)
+            return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but {why}", details)
         if max(wish, early) > current:
             reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}{first_days}: measured capacity "
                       f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
@@ -348,6 +342,17 @@ class AutosizerPolicy:
             if broken := obs.history.broken(obs.time):
                 reason += f"; no day plan: {broken}"
         return answer(wish, reason + judged, details)
+
+    def _ahead_waits(self, obs: Observation, lowered: float, missed_today: bool) -> str:
+        """Why a step up ahead of the input waits for the input (the rest of a hold's reason),
+        or "" when it need not."""
+        if obs.time - lowered < self.day_ahead:
+            return (f"the job scaled down {(obs.time - lowered) / 60:.0f} min ago and the input fits "
+                    f"{obs.factor}: ahead of the input it waits out the hour")
+        if missed_today:
+            return (f"today did not need a step up ahead of the input already: it waits for the input, "
+                    f"which fits {obs.factor}")
+        return ""
 
     def _step_unneeded(self, obs: Observation, planned_up: float, planned_peak: float,
                        task_rate: float | None) -> bool:
