@@ -9,7 +9,7 @@ What it adds to the utilization rule, and why:
   burst or a step in one or two (its first tick may have caught part of it; by the second it is
   seen in full), and noise about a level not beyond its scatter nor by a quarter in one tick, so
   neither a step, a burst nor a noisy tick is mistaken for a ramp. A ramp is projected no
-  further than it has lasted (`_ramp_age`): one that has risen for a minute is as likely to stop
+  further than it has lasted (`ramp_age`): one that has risen for a minute is as likely to stop
   within the next as to go on, and a minute's ramp projected two minutes past its end went 8 ->
   16 -> 8 on the real demo (run 63). The
   input projected is the rate window's, or what the high watermarks grew by since the last tick
@@ -85,7 +85,6 @@ What it adds to the utilization rule, and why:
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 from dataclasses import dataclass
 from statistics import median
@@ -96,11 +95,12 @@ import numpy as np
 from autosizer.elasticity import FACTORS
 from autosizer.policies.base import Decision, Observation, Watermarks, fraction, positive
 from autosizer.policies.day_plan import day_plan
+from autosizer.policies.forecast import forecast_input, input_now, seen_in_part
+from autosizer.policies.peak_memory import recent_peaks, remember_peak, usual_level
 
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
 JUDGED_TICKS = 6  # ticks of throughput under backlog a scale-up's judgement takes the median of
-JUMP = 1.25  # a tick this far above the four before it may be a jump's first, partly seen: projected
 # A factor within this share of the cores' ceiling does what the cores allow: CPU-bound Python did
 # 85-94% of the ceiling on 2 dedicated cores (bench_pipeline cpu) and 75% beside the demo's broker,
 # Prometheus and daemon, where 1 -> 2 promised +16% and measured -32%.
@@ -127,9 +127,9 @@ class AutosizerState:
     plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
     planned_up: float = -math.inf  # when it last scaled up because the day plan said so
     watermarks: Watermarks | None = None  # the partitions' high watermarks last tick
-    # the input each tick read from the watermarks' growth (`_arriving`), beside `rates`
+    # the input each tick read from the watermarks' growth (`input_now`), beside `rates`
     arrivals: tuple[float, ...] = ()
-    waited: bool = False  # the last tick held to see a rise whole (`_seen_in_part`)
+    waited: bool = False  # the last tick held to see a rise whole (`seen_in_part`)
     raised: float = -math.inf  # when the factor was last seen to go up, for any reason
     lowered: float = -math.inf  # and down
     planned_peak: float = 0.0  # the highest input since `planned_up`
@@ -182,14 +182,17 @@ class AutosizerPolicy:
         self.plan_utilization = fraction("plan_utilization", plan_utilization)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
+        """One tick: take in what it read (the series, the peak memory, a settling scale-up's
+        verdict), then scale up for the forecast, the lag or the day plan, hold, or scale down,
+        each with its reason; every answer carries the state the next tick starts from."""
         obs, current = observation, observation.factor
         last = state if isinstance(state, AutosizerState) else AutosizerState()
         keep = bisect.bisect_right(last.times, obs.time - self.window)
         times, rates = (*last.times[keep:], obs.time), (*last.rates[keep:], obs.input_rate)
-        arriving = _arriving(obs, last.watermarks)
+        arriving = input_now(obs, last.watermarks)
         arrivals = (*last.arrivals[keep:], arriving)  # kept in step with `times`
         # the input the scale-up sizes for is what a returning peak is remembered as
-        peaks = _remember_peak(last.peaks, obs.time, arriving, self.lull_memory)
+        peaks = remember_peak(last.peaks, obs.time, arriving, self.lull_memory)
         task_rate = obs.task_rate or last.task_rate
         capacity = obs.capacity(current, task_rate) if task_rate else 0.0
         backlogged = _behind(obs, self.backlog_s)
@@ -201,13 +204,7 @@ class AutosizerPolicy:
         if throughput is not None and settled:
             backlog_rates = (*backlog_rates, throughput)[-JUDGED_TICKS:]
         if rescaled:
-            # A scale-up is judged on throughput under backlog; without a backlog before it, on
-            # the capacity measured before it.
-            trial = None
-            if current > last.factor and last.task_rate:
-                measured = obs.capacity(last.factor, last.task_rate)
-                before = min(median(last.backlog_rates), measured) if last.backlog_rates else measured
-                trial = (last.factor, current, before, last.task_rate) if before > 0 else None
+            trial = _trial_of(obs, last)
 
         plan, planned_up, planned_peak = last.plan, last.planned_up, max(last.planned_peak, arriving)
         raised = obs.time if rescaled and current > last.factor else last.raised
@@ -242,31 +239,10 @@ class AutosizerPolicy:
                 ceiling, ceiling_until = back, obs.time + self.memory
                 return answer(back, reason, details)
 
-        # a rate window still taking in a step is not a ramp: the watermarks' series is flat by then
-        rising = min(_trend(times, rates), _trend(times, arrivals))
-        if last.waited or _first_of_a_jump(arrivals[:-1]):
-            # The tick after a wait, or after a jump's first (the watermarks' series decides
-            # for both: a mid-tick step reads as two rises in a row there, which the ramp rule
-            # would project); a ramp shows in the tick after this one.
-            rising = 0.0
-        ahead = obs.restart_downtime_s + self.horizon
-        if rising > 0 and not _first_of_a_jump(arrivals):
-            # a ramp is projected no further than it has lasted (at least over the restart)
-            ahead = min(ahead, max(obs.restart_downtime_s, _ramp_age(times, arrivals)))
-        forecast = arriving + rising * ahead
+        forecast = forecast_input(times, rates, arrivals, last.waited, obs.restart_downtime_s, self.horizon)
         plan = self._plan(obs, task_rate, plan)
         planned = plan[1] if plan else None
-        lead = None
-        if planned is not None and obs.history is not None:
-            lead = planned[:math.ceil(self.day_lead / obs.history.slot_s) + 1]
-        lag, hot = obs.lag_records, None
-        task_lag = obs.tasks.lag_records
-        # Only under factor > 1: at factor 1 a task is a whole partition, and splitting it helps.
-        if current > 1 and len(task_lag) > 1 and lag > obs.input_rate:  # a backlog of > 1 s
-            top = int(task_lag.argmax())
-            if task_lag[top] >= self.hot_share * lag:
-                hot = obs.tasks.names[top]
-                lag -= float(task_lag[top])
+        lag, hot = self._sized_lag(obs)
         details: dict[str, Any] = {"forecast": forecast, "task_rate": task_rate, "lag": lag,
                                    "capacity": capacity, "duty": obs.duty,
                                    "utilization": forecast / capacity if capacity else None}
@@ -282,10 +258,10 @@ class AutosizerPolicy:
         first_days = ""
         if wish > current:
             wish, first_days = self._first_days(obs, lag, task_rate, wish)
-        early = int(lead.max()) if lead is not None else 0
+        early = self._early(obs, planned)
         if (wish > max(current, early) and not backlogged and not last.waited
                 and wish < _top_factor(obs, task_rate)):
-            seen = _seen_in_part(arrivals, self.up * capacity)
+            seen = seen_in_part(arrivals, self.up * capacity)
             if seen:
                 return answer(current, f"hold: the input {seen} {arriving:.0f}/s within the last tick, "
                                        f"perhaps not in full yet; sized on the next tick, which sees it "
@@ -302,10 +278,7 @@ class AutosizerPolicy:
             assert plan is not None
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but {why}", details)
         if max(wish, early) > current:
-            reason = (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {wish}{first_days}: measured capacity "
-                      f"{obs.capacity(wish, task_rate):.0f}/s there ({capacity:.0f}/s at {current}; "
-                      f"{task_rate:.1f}/s per task, busiest thread {_hottest(obs, wish):.1%})"
-                      f"{_cores_note(obs, wish, task_rate)}")
+            reason = _needs(obs, forecast, lag, wish, task_rate, first_days)
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up, planned_peak = early, obs.time, arriving
@@ -315,33 +288,70 @@ class AutosizerPolicy:
             wish, reason = current, ("hold: catching up, never scale down during backlog"
                                      f"{_cores_note(obs, current, task_rate)}")
         else:
-            # With the day on record the history looks ahead for a returning peak (`_ahead`):
-            # the look-back need only be as long as that look-ahead. Only where the days saw
-            # the hour ahead: a plan from a day recorded from its evening on knows that evening,
-            # not this afternoon (`nyc-flights`' Tuesdays went 16 -> 32 -> 16 within the hour).
-            foresight = planned is not None and obs.history is not None and \
-                obs.history.expected_peak(obs.time, self.day_ahead) is not None
-            memory = self.day_ahead if foresight else self.lull_memory
-            wish, reason = self._scale_down(obs, task_rate, max(forecast, max(rates)),
-                                            _recent_peaks(peaks, obs.time, memory), memory,
-                                            planned, planned_up, raised if foresight else -math.inf)
+            wish, reason = self._lower(obs, task_rate, forecast, max(rates), peaks, planned, planned_up, raised)
             if wish == current and not reason:
-                reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
-                if forecast > self.target * capacity:  # more would be wanted: say why it is not
-                    reason += _cores_note(obs, current, task_rate)
-                if banded:
-                    reason += f", within the {self.up:.0%} scale-up band and nobody behind"
+                reason = self._held(obs, forecast, task_rate, banded)
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
             wish = ceiling
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
-        if obs.history is not None and (doubt := obs.history.doubt(obs.time, self.day_ahead)):
-            details["history"] = doubt
-            if broken := obs.history.broken(obs.time):
-                reason += f"; no day plan: {broken}"
-        return answer(wish, reason + judged, details)
+        return answer(wish, reason + self._doubt(obs, details) + judged, details)
+
+    def _early(self, obs: Observation, planned: np.ndarray | None) -> int:
+        """The highest factor the day plan runs within `day_lead_s` (0 with no plan): the job is
+        at it that long before it is needed."""
+        if planned is None or obs.history is None:
+            return 0
+        return int(planned[:math.ceil(self.day_lead / obs.history.slot_s) + 1].max())
+
+    def _held(self, obs: Observation, forecast: float, task_rate: float, banded: bool) -> str:
+        """Why a tick that neither scales up nor down holds: the utilization, and, when more
+        would be wanted, what stops it (the cores, the scale-up band)."""
+        capacity = obs.capacity(obs.factor, task_rate)
+        reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
+        if forecast > self.target * capacity:  # more would be wanted: say why it is not
+            reason += _cores_note(obs, obs.factor, task_rate)
+        if banded:
+            reason += f", within the {self.up:.0%} scale-up band and nobody behind"
+        return reason
+
+    def _doubt(self, obs: Observation, details: dict[str, Any]) -> str:
+        """The history's doubt about the hours ahead, into `details`; and when it broke the day
+        plan, a note for the reason ("" otherwise)."""
+        if obs.history is None or not (doubt := obs.history.doubt(obs.time, self.day_ahead)):
+            return ""
+        details["history"] = doubt
+        broken = obs.history.broken(obs.time)
+        return f"; no day plan: {broken}" if broken else ""
+
+    def _sized_lag(self, obs: Observation) -> tuple[float, str | None]:
+        """The lag the sizing drains, and the virtual task left out of it ("hot"): when one task
+        holds most of the lag, its backlog is one key's or one bucket's, which more buckets cannot
+        split. Only under factor > 1 (at factor 1 a task is a whole partition, and splitting it
+        helps) and with more than a second of input behind."""
+        lag, task_lag = obs.lag_records, obs.tasks.lag_records
+        if obs.factor > 1 and len(task_lag) > 1 and lag > obs.input_rate:
+            top = int(task_lag.argmax())
+            if task_lag[top] >= self.hot_share * lag:
+                return lag - float(task_lag[top]), obs.tasks.names[top]
+        return lag, None
+
+    def _lower(self, obs: Observation, task_rate: float, forecast: float, highest: float,
+               peaks: tuple[tuple[float, float], ...], planned: np.ndarray | None, planned_up: float,
+               raised: float) -> tuple[int, str]:
+        """A tick that needs no more: the factor to scale down to (the current one to hold) and
+        why, "" when the input itself needs the current factor (`_scale_down`). With the day on
+        record the history looks ahead for a returning peak (`_ahead`): the look-back need only be
+        as long as that look-ahead. Only where the days saw the hour ahead: a plan from a day
+        recorded from its evening on knows that evening, not this afternoon (`nyc-flights`'
+        Tuesdays went 16 -> 32 -> 16 within the hour)."""
+        foresight = planned is not None and obs.history is not None and \
+            obs.history.expected_peak(obs.time, self.day_ahead) is not None
+        memory = self.day_ahead if foresight else self.lull_memory
+        return self._scale_down(obs, task_rate, max(forecast, highest), recent_peaks(peaks, obs.time, memory),
+                                memory, planned, planned_up, raised if foresight else -math.inf)
 
     def _ahead_waits(self, obs: Observation, lowered: float, missed_today: bool) -> str:
         """Why a step up ahead of the input waits for the input (the rest of a hold's reason),
@@ -382,7 +392,7 @@ class AutosizerPolicy:
         current = obs.factor
         if _fitting(obs, task_rate, self.down, recent) >= current:
             return current, ""
-        usual = max(recent, _usual(peaks))
+        usual = max(recent, usual_level(peaks))
         wish = _fitting(obs, task_rate, self.down, usual)
         if wish >= current:
             return current, (f"hold: input {recent:.0f}/s would fit less, but its usual level over "
@@ -418,8 +428,8 @@ class AutosizerPolicy:
         than that have left the `memory` it looks back over and the input stays at `recent`:
         holding the current factor that long costs no more than the extra rescale a step on the
         way would."""
-        kept = _recent_peaks(peaks, obs.time, memory - self.rescale_cost)
-        usual = max(recent, _usual(kept))
+        kept = recent_peaks(peaks, obs.time, memory - self.rescale_cost)
+        usual = max(recent, usual_level(kept))
         return max(_fitting(obs, task_rate, self.down, usual),
                    _fitting(obs, task_rate, self.plan_utilization, max((r for _, r in kept), default=0.0)))
 
@@ -539,6 +549,27 @@ class AutosizerPolicy:
         return _top_factor(obs, task_rate)
 
 
+def _trial_of(obs: Observation, last: AutosizerState) -> tuple[int, int, float, float] | None:
+    """The scale-up to judge once it settles (`_judge`), right after the factor changed: (old,
+    new, throughput before, task rate before), or None for a scale-down or with nothing measured
+    before. A scale-up is judged on throughput under backlog; without a backlog before it, on the
+    capacity measured before it."""
+    if last.factor is None or obs.factor <= last.factor or not last.task_rate:
+        return None
+    measured = obs.capacity(last.factor, last.task_rate)
+    before = min(median(last.backlog_rates), measured) if last.backlog_rates else measured
+    return (last.factor, obs.factor, before, last.task_rate) if before > 0 else None
+
+
+def _needs(obs: Observation, forecast: float, lag: float, factor: int, task_rate: float, sized: str = "") -> str:
+    """Why the input needs `factor`: the forecast, the lag, how it was sized (`sized`, a note),
+    and the capacity measured there."""
+    return (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {factor}{sized}: measured capacity "
+            f"{obs.capacity(factor, task_rate):.0f}/s there ({obs.capacity(obs.factor, task_rate):.0f}/s at "
+            f"{obs.factor}; {task_rate:.1f}/s per task, busiest thread {_hottest(obs, factor):.1%})"
+            f"{_cores_note(obs, factor, task_rate)}")
+
+
 def _behind(obs: Observation, seconds: float) -> bool:
     """Is some partition at least `seconds` behind: its oldest record that old, and that many
     seconds of its input waiting? Age alone also counts delay before the broker (a producer
@@ -588,38 +619,6 @@ def _cores_note(obs: Observation, factor: int, task_rate: float) -> str:
             f"measured per record; more cores, not a larger factor, would take more)")
 
 
-def _remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: float,
-                   memory_s: float) -> tuple[tuple[float, float], ...]:
-    """The highest input per twelfth of `memory_s`, the slices older than that dropped: twelve
-    numbers stand for an hour of ticks."""
-    slice_s = memory_s / 12
-    if peaks and peaks[-1][0] > now - slice_s and peaks[0][0] > now - memory_s:  # most ticks
-        if not rate > peaks[-1][1]:  # not higher (or NaN): nothing to change
-            return peaks
-        return (*peaks[:-1], (peaks[-1][0], rate))
-    kept = list(_recent_peaks(peaks, now, memory_s))
-    if not math.isfinite(rate):
-        return tuple(kept)
-    if kept and kept[-1][0] > now - slice_s:
-        kept[-1] = (kept[-1][0], max(kept[-1][1], rate))
-    else:
-        kept.append((now, rate))
-    return tuple(kept)
-
-
-def _recent_peaks(peaks: tuple[tuple[float, float], ...], now: float,
-                  memory_s: float) -> tuple[tuple[float, float], ...]:
-    """The slices of `peaks` that began within the last `memory_s` (none when it is <= 0)."""
-    return tuple(p for p in peaks if p[0] > now - memory_s)
-
-
-def _usual(peaks: tuple[tuple[float, float], ...]) -> float:
-    """The input's usual level: the second-highest of the slices' peaks (0 with none), a level it
-    reached twice in the memory: one burst is noise, a burst that recurs is load."""
-    highest = heapq.nlargest(2, (r for _, r in peaks))
-    return highest[-1] if highest else 0.0
-
-
 def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float) -> int:
     """The smallest factor up to the current one whose measured capacity takes `rate` at
     `utilization` (the current factor when none below it does)."""
@@ -629,117 +628,3 @@ def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float
 
 def _hottest(obs: Observation, factor: int) -> float:
     return float(obs.hot_share(factor).max()) if obs.partition_count else 0.0
-
-
-def _arriving(obs: Observation, earlier: Watermarks | None) -> float:
-    """The input now: the rate window's, or what the high watermarks grew by since the last tick
-    when that is more. A rate window still averages in the time before a step for a window's
-    length; the last tick has the whole step in it already."""
-    if obs.watermarks is None or earlier is None:
-        return obs.input_rate
-    recent = obs.watermarks.rate_since(earlier)
-    return obs.input_rate if recent is None else max(obs.input_rate, recent)
-
-
-def _trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
-    """Records/s per second the input is rising at, >= 0: on a ramp (three of the last four
-    ticks rose) the smallest of the short (eight-tick) and long slopes, the last tick's, and the
-    last five ticks' least-squares slope less two standard errors; on a jump's first tick the
-    smallest of the first three; else none.
-    A step rises in the short and long slopes for as long as the short one reaches back before
-    it (40 s at a 5 s tick); the last tick's is flat once the rate window has held the step in
-    full, so a step is not projected as a ramp (the demo's 100 -> 1,200/s step was forecast at
-    4,031/s that way, and 16 -> 32 bought nothing it needed). One tick's slope is as noisy as two
-    readings, and the horizon multiplies it (a tick a tenth above the one before forecast
-    3,340/s for the same 1,200/s, and 8 -> 16 followed); a level's noise also rises in three of
-    four ticks now and then, most often just after a rescale, when the rate window climbs back
-    from the restart: run 56 read 482, 838, 1,214, 1,330, 1,130 and 1,617/s for 1,200/s, projected
-    it to 3,580/s with the step still in the short slope, and went 8 -> 16 for nothing. A ramp
-    rises beyond twice its scatter about the line (a clean one keeps its whole slope); five noisy
-    ticks of a level seldom do (that tick's 82/s a tick, less two errors, is none).
-    A jump's first tick (`_jumped`) still projects, since it may have caught only part of the jump
-    (the demo's step read 840/s for 1,200/s there, and not projecting it went 1 -> 4 -> 8 in two
-    of five replays); its second does not, the jump seen in full by then (`noise-spikes`' bursts
-    were forecast at 16,784/s for 16,034/s there and went 8 -> 32 where 16 absorbs them). A rise
-    by noise before a jump does not make the jump a second tick: the demo's step in session 21
-    came after a tick that read 102/s for 91/s, was not projected, and went 1 -> 4 -> 8; nor a
-    ramp, whose five ticks a jump scatters (run 58: 94, 93, 97, 100, then 602/s). From six ticks
-    on (a daemon's first half-minute at a 5 s tick; the Kinesis demo's step lands on its sixth and
-    read 281/s of 400/s there, unprojected, 1 -> 2 -> 4 -> 8), with fewer than eight the short
-    slope is the long one."""
-    if len(rates) < 6:
-        return 0.0
-    now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
-    back = slice(-8, -5) if len(rates) >= 8 else slice(0, 3)  # a daemon's first ticks: from the first three
-    short = (now_r - sum(rates[back])) / max(1e-9, now_t - sum(times[back]))
-    long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
-    latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
-    if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen
-        return max(0.0, min(short, long, latest))
-    if _ramping(rates):  # a ramp rises in nearly every tick, and beyond the ticks' scatter
-        return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
-    return 0.0  # a jump's second tick, seen in full by now, or noise
-
-
-def _seen_in_part(arrivals: tuple[float, ...], band: float) -> str:
-    """How the last tick's input rose, if it may have seen only part of a rise ("" if not): a
-    jump's first tick, or the first to read past the scale-up band (`band`, records/s) after four
-    within it. A step a second before a tick reads as a rise of a few percent: `cpu-bound`'s read
-    647/s for 500 -> 2,700/s, under a quarter above the ticks before, past the band all the same,
-    went 1 -> 2, and the next tick's 2,727/s waited out the overload cooldown for 4."""
-    if _first_of_a_jump(arrivals):
-        return "jumped to"
-    if (len(arrivals) >= 6 and arrivals[-1] > band >= max(arrivals[-5:-1])
-            and not _jumped(arrivals[:-1]) and not _ramping(arrivals)):
-        return "rose past the scale-up band to"
-    return ""
-
-
-def _ramp_age(times: tuple[float, ...], arrivals: tuple[float, ...]) -> float:
-    """Seconds the input has been rising: since the last tick that read within a tenth of its rise
-    above the lowest input of the trend window (inf when a reading is unknown). A ramp is as
-    likely to stop within as long again as to go on, so it is projected no further than this:
-    run 63's 60 s demo ramp (100 -> 1,200/s, a daemon started 30 s before it) was projected
-    121 s past its end at its slope, forecast 2,777/s for the 1,200/s it levelled at, and went
-    8 -> 16, back to 8 fifty seconds later."""
-    if not all(math.isfinite(a) for a in arrivals):
-        return math.inf
-    low = min(arrivals)
-    near = low + 0.1 * (arrivals[-1] - low)
-    last = max(k for k, a in enumerate(arrivals) if a <= near)
-    return times[-1] - times[last]
-
-
-def _ramping(rates: tuple[float, ...]) -> bool:
-    """Did three of the last four ticks rise? A ramp does; a level's noise seldom does."""
-    return sum(b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)) >= 3
-
-
-def _first_of_a_jump(arrivals: tuple[float, ...]) -> bool:
-    """Is the last tick a jump's first? Its watermarks may have caught only the jump's start: with
-    metrics 8 s old (a 15 s scrape) `step-up`'s first tick read 3,867/s of 6,000/s, went 4 -> 8,
-    and the next tick, which read the 6,000/s, had to wait out the cooldown for 16."""
-    return len(arrivals) >= 6 and _jumped(arrivals) and not _jumped(arrivals[:-1])
-
-
-def _jumped(rates: tuple[float, ...]) -> bool:
-    """Did the last tick jump: read a quarter more than the highest of the four before it? A
-    level's noise seldom does (the demo's 1,200/s reads 1,000-1,620/s at a 5 s tick: a tick a
-    quarter above the one before is noise there); a step's or a burst's first tick does (the
-    demo's read 1,010/s after 91-107/s). Input staying at zero is no jump."""
-    return rates[-1] > 0 and rates[-1] >= JUMP * max(rates[-5:-1])
-
-
-def _sure_slope(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
-    """The least-squares slope less two standard errors: what the points rise by beyond their
-    scatter about the line (a clean ramp keeps its slope; noise about a level keeps none)."""
-    n = len(times)
-    if n < 3:
-        return 0.0
-    mean_t, mean_r = sum(times) / n, sum(rates) / n
-    spread = sum((t - mean_t) ** 2 for t in times)
-    if spread <= 0:
-        return 0.0
-    slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(times, rates, strict=True)) / spread
-    scatter = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in zip(times, rates, strict=True))
-    return slope - 2 * math.sqrt(scatter / (n - 2) / spread)

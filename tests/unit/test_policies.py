@@ -664,7 +664,7 @@ def test_a_step_is_not_projected_as_a_ramp_once_the_rate_window_holds_it():
     """100 -> 1,200/s at 5 s ticks over a 10 s rate window (the demo's clocks): the window reads
     650/s, then 1,200/s. The short and long slopes still rise for eight ticks; with them alone the
     forecast was 1,200 + 20/s/s x 122 s. A ramp at the same average slope keeps its trend, over
-    as long as it has lasted (`_ramp_age`: the ramp starts with the daemon here)."""
+    as long as it has lasted (`ramp_age`: the ramp starts with the daemon here)."""
     policy = load_policy("autosizer")
 
     def forecasts(rate) -> list[float]:
@@ -781,7 +781,7 @@ def test_a_jump_after_a_noisy_tick_that_read_more_is_still_projected():
     and "the tick before rose" was taken for a jump's first tick: the step was not projected, the
     job went 1 -> 4, and held at 4 at 84% (where one step to 8 would have left room). The tick
     before a jump's second is the jump's own first, a rise by a quarter or more, not any rise."""
-    from autosizer.policies.autosizer_policy import _trend
+    from autosizer.policies.forecast import trend as _trend
 
     times = tuple(5.0 * k for k in range(8))
     demo = (83.8, 99.4, 98.0, 107.1, 101.8, 91.3, 101.9, 556.7)
@@ -842,7 +842,7 @@ def test_a_jump_after_two_noisy_rises_is_projected_as_a_jump():
 def test_the_trend_is_a_finite_rise_no_steeper_than_the_last_tick(rates):
     """Whatever the input read, the projection never falls (a fall is left to the scale-down
     rules), is finite, and never rises faster than the last tick rose."""
-    from autosizer.policies.autosizer_policy import _trend
+    from autosizer.policies.forecast import trend as _trend
 
     times = tuple(5.0 * k for k in range(len(rates)))
     trend = _trend(times, tuple(rates))
@@ -869,7 +869,7 @@ def test_a_noisy_level_is_not_projected_as_a_ramp():
 
 
 def test_the_five_tick_slope_keeps_a_clean_ramp_and_drops_scatter():
-    from autosizer.policies.autosizer_policy import _sure_slope
+    from autosizer.policies.forecast import _sure_slope
 
     times = (0.0, 5.0, 10.0, 15.0, 20.0)
     assert _sure_slope(times, tuple(100.0 + 20.0 * t for t in times)) == pytest.approx(20.0)
