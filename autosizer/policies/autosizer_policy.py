@@ -290,7 +290,7 @@ class AutosizerPolicy:
         else:
             wish, reason = self._lower(obs, task_rate, forecast, max(rates), peaks, planned, planned_up, raised)
             if wish == current and not reason:
-                reason = self._held(obs, forecast, task_rate, banded)
+                reason = self._held(obs, forecast, capacity, task_rate, banded)
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
@@ -306,10 +306,9 @@ class AutosizerPolicy:
             return 0
         return int(planned[:math.ceil(self.day_lead / obs.history.slot_s) + 1].max())
 
-    def _held(self, obs: Observation, forecast: float, task_rate: float, banded: bool) -> str:
-        """Why a tick that neither scales up nor down holds: the utilization, and, when more
-        would be wanted, what stops it (the cores, the scale-up band)."""
-        capacity = obs.capacity(obs.factor, task_rate)
+    def _held(self, obs: Observation, forecast: float, capacity: float, task_rate: float, banded: bool) -> str:
+        """Why a tick that neither scales up nor down holds: the utilization of the current
+        factor's `capacity`, and, when more would be wanted, what stops it (the cores, the band)."""
         reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if forecast > self.target * capacity:  # more would be wanted: say why it is not
             reason += _cores_note(obs, obs.factor, task_rate)
