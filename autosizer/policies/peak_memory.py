@@ -11,7 +11,7 @@ import math
 def remember_peak(peaks: tuple[tuple[float, float], ...], now: float, rate: float,
                   memory_s: float) -> tuple[tuple[float, float], ...]:
     """The highest input per twelfth of `memory_s`, the slices older than that dropped: twelve
-    numbers stand for an hour of ticks."""
+    numbers stand for the memory's ticks, however many there were (NaN readings are left out)."""
     slice_s = memory_s / 12
     if peaks and peaks[-1][0] > now - slice_s and peaks[0][0] > now - memory_s:  # most ticks
         if not rate > peaks[-1][1]:  # not higher (or NaN): nothing to change
