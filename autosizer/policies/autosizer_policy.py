@@ -209,13 +209,12 @@ class AutosizerPolicy:
         plan, planned_up, planned_peak = last.plan, last.planned_up, max(last.planned_peak, arriving)
         raised = obs.time if rescaled and current > last.factor else last.raised
         lowered = obs.time if rescaled and current < last.factor else last.lowered
-        today = obs.history.day_of(obs.time) if obs.history is not None else None
 
         def answer(factor: int, reason: str, details: dict[str, Any],
                    waited: bool = False) -> tuple[Decision, Any]:
             missed = last.missed
             if factor < current and self._step_unneeded(obs, planned_up, planned_peak, task_rate):
-                missed = today
+                missed = self._today(obs)
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
                 peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered,
@@ -268,7 +267,7 @@ class AutosizerPolicy:
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
         if wish <= current < early and (why := self._ahead_waits(
-                obs, lowered, today is not None and last.missed == today)):
+                obs, lowered, last.missed is not None and last.missed == self._today(obs))):
             # The plan would step up ahead of an input that fits the current factor, on a day
             # that has already shown that to be wrong: a scale-down within the hour (one the
             # reactive rules made while the day was called broken, before it was believed again:
@@ -298,6 +297,12 @@ class AutosizerPolicy:
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
         return answer(wish, reason + self._doubt(obs, details) + judged, details)
+
+    @staticmethod
+    def _today(obs: Observation) -> int | None:
+        """The job's day number now (None without a history): asked only where a rule needs it,
+        since it reads the clock in the job's zone and most ticks need no day."""
+        return obs.history.day_of(obs.time) if obs.history is not None else None
 
     def _early(self, obs: Observation, planned: np.ndarray | None) -> int:
         """The highest factor the day plan runs within `day_lead_s` (0 with no plan): the job is
