@@ -23,7 +23,12 @@ DAY = 86_400
 STEPS = ("step-up", "step-down", "outage-backfill", "cpu-bound")  # one change each, a step
 
 
-@pytest.fixture(scope="module", params=[0.0, 2.0], ids=["fresh metrics", "metrics 2 s old"])
+@pytest.fixture(scope="module", params=[
+    # Under `--dist loadgroup` (`make test`) the tests reading one age run on one worker, so each
+    # age's runs (about two minutes) are computed once rather than once on every worker.
+    pytest.param(0.0, id="fresh metrics", marks=pytest.mark.xdist_group("trace-suite-fresh")),
+    pytest.param(2.0, id="metrics 2 s old", marks=pytest.mark.xdist_group("trace-suite-2s")),
+])
 def suite(request):
     """Every trace under every policy, with the metrics each decision reads as they happen and 2 s
     old: a daemon behind a 1 s Prometheus scrape reads them 1.2-2.0 s old (`autosizer fit` on the
