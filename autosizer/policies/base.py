@@ -122,13 +122,13 @@ class Watermarks:
         """Records/s written since `earlier`, summed over the partitions; None when the two
         cannot tell: another set of partitions, a watermark that went back (a topic recreated,
         a Kinesis tail restarted), or one not read again since."""
-        if tuple(self.names) != tuple(earlier.names) or not len(self.names):
+        if not len(self.names) or (self.names is not earlier.names and tuple(self.names) != tuple(earlier.names)):
             return None
         with np.errstate(invalid="ignore"):
             span, grown = self.times - earlier.times, self.offsets - earlier.offsets
-            if not (np.all(span > 0) and np.all(grown >= 0)):  # NaN fails both: unknown
+            if not (span.min() > 0 and grown.min() >= 0):  # a NaN is the minimum and fails both: unknown
                 return None
-        return float(np.sum(grown / span))
+        return float((grown / span).sum())
 
 
 @dataclass(frozen=True, eq=False)

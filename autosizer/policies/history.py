@@ -71,6 +71,8 @@ class InputHistory:
     _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
     _profiles: dict[float, np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
     _zone: ZoneInfo | None = field(default=None, init=False, repr=False, compare=False)  # None: UTC
+    # the last time `wall` converted, and its answer: a tick asks for the same time several times
+    _last_wall: tuple[float, float] = field(default=(math.nan, math.nan), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.slot_s < 1 or DAY_S % self.slot_s:
@@ -87,8 +89,12 @@ class InputHistory:
         """Epoch seconds `time` as wall seconds of the job's zone: its clock's time read as UTC."""
         if self._zone is None or not math.isfinite(time):
             return time
+        if self._last_wall[0] == time:
+            return self._last_wall[1]
         offset = datetime.fromtimestamp(time, self._zone).utcoffset()
-        return time + (offset.total_seconds() if offset is not None else 0.0)
+        wall = time + (offset.total_seconds() if offset is not None else 0.0)
+        self._last_wall = (time, wall)
+        return wall
 
     def day_of(self, time: float) -> int:
         """The number of the job's day that epoch seconds `time` falls in (the days' keys)."""
