@@ -324,7 +324,6 @@ class _Model:
         before = job.weights * (float(rate[0]) if len(rate) else 0.0) > 0
         known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
         self.shares_known = known | (not job.batch_seconds)
-        self.all_shares_known = bool(self.shares_known.all())
         self.hot_table = self._shown_shares()
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
         self.overhead_known = job.overhead_known_at_start or not job.batch_seconds
@@ -456,14 +455,13 @@ class _Model:
         waited on the step's first tick and sized a tick later; runs 72-80 had them from the
         start (their first batches read the backlog built while Spark started), which a fitted
         run records (`JobModel.hot_shares_known_at_start`)."""
-        if self.all_shares_known:
+        if self.shares_known.all():
             return  # nothing left to learn: most of a run's ticks
         since_start = self.cum[now + self.tick] - self.cum[self.tick]  # the rates begin a tick early (the lead-in)
         newly = ~self.shares_known & (self.weights * since_start >= MIN_SHARE_READ)
         if newly.any():
             self.shares_known |= newly
             self.hot_table = self._shown_shares()
-            self.all_shares_known = bool(self.shares_known.all())
 
     def observe(self, block: _Block, k: int, factor: int, time: float, since: float) -> Observation:
         names, partition, _, _ = self._task_shape(factor)
