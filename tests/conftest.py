@@ -7,6 +7,7 @@ import uuid
 import pytest
 from hypothesis import settings
 
+from tests import spark_archive
 from tests.servers import Broker, Kinesis, RedisServer
 
 # The emulator's credentials for boto3's chain, set before any Spark session starts: Spark's Python
@@ -17,8 +18,26 @@ for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", 
 
 # The tests' Spark drivers live for seconds to minutes, too short for the optimizing JIT to pay
 # for itself: compiled by C1 alone they cost a quarter less CPU (`test_expansion.py`: 92 -> 71
-# CPU-s), which a suite sharing two cores needs. Tests only: a deployed job keeps the JVM's default.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# CPU-s), which a suite sharing two cores needs; `pytest_configure` adds the class archive. Tests
+# only: a deployed job keeps the JVM's defaults. A developer's own SPARK_SUBMIT_OPTS wins.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+_OWN_DRIVER_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+os.environ.setdefault("SPARK_SUBMIT_OPTS", DRIVER_JAVA_OPTIONS)
+
+
+def pytest_configure(config):
+    """The drivers map Spark's classes from a shared archive (`tests/spark_archive.py`), built
+    in the background the first time on a machine: set here, in the process that starts the
+    xdist workers, which inherit the setting, so one build serves however many workers run."""
+    if not _OWN_DRIVER_OPTIONS or hasattr(config, "workerinput"):
+        return
+    path = spark_archive.archive_path()
+    if path is None:
+        return
+    if not path.exists():
+        spark_archive.build_in_background(path, DRIVER_JAVA_OPTIONS)
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
+
 
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
