@@ -47,11 +47,11 @@ def build_in_background(path: Path, java_options: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if any(time.time() - p.stat().st_mtime < BUILD_TIMEOUT_S for p in path.parent.glob("*.partial")):
         return  # another run's build is under way
-    log = path.with_suffix(".log").open("w")
     env = {**os.environ, "SPARK_SUBMIT_OPTS": java_options,
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    subprocess.Popen([sys.executable, "-m", "tests.spark_archive", str(path)], cwd=ROOT, env=env,
-                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with path.with_suffix(".log").open("w") as log:  # the child keeps its own copy of the file
+        subprocess.Popen([sys.executable, "-m", "tests.spark_archive", str(path)], cwd=ROOT, env=env,
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _build(path: Path) -> None:
@@ -98,7 +98,9 @@ def _same(batches: Iterator) -> Iterator:
 
 
 def _counter_source() -> type:
-    """A streaming source of one row per partition per batch (defined here: pickled by value)."""
+    """A streaming source of one row per partition per batch. Made on first use: the conftest
+    imports this module, and the data source API need not load with it. (Run as `__main__`, the
+    classes travel to the Python workers by value.)"""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     class CounterReader(DataSourceStreamReader):
@@ -129,7 +131,7 @@ def _counter_source() -> type:
         def schema(self) -> str:
             return "n long"
 
-        def streamReader(self, schema):  # noqa: ANN001, ANN201 - PySpark's signature
+        def streamReader(self, schema: object) -> DataSourceStreamReader:
             return CounterReader()
 
     return CounterSource
