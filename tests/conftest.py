@@ -21,7 +21,9 @@ for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", 
 # CPU-s), which a suite sharing two cores needs; `pytest_configure` adds the class archive. Tests
 # only: a deployed job keeps the JVM's defaults. A developer's own SPARK_SUBMIT_OPTS wins.
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-_OWN_DRIVER_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+# Set before this process began: a developer's, or (in an xdist worker) the ones the process
+# that started it chose, archive and all.
+_OPTIONS_GIVEN = "SPARK_SUBMIT_OPTS" in os.environ
 os.environ.setdefault("SPARK_SUBMIT_OPTS", DRIVER_JAVA_OPTIONS)
 
 
@@ -29,7 +31,7 @@ def pytest_configure(config):
     """The drivers map Spark's classes from a shared archive (`tests/spark_archive.py`), built
     in the background the first time on a machine: set here, in the process that starts the
     xdist workers, which inherit the setting, so one build serves however many workers run."""
-    if not _OWN_DRIVER_OPTIONS or hasattr(config, "workerinput"):
+    if _OPTIONS_GIVEN:
         return
     path = spark_archive.archive_path()
     if path is None:
