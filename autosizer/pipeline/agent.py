@@ -212,6 +212,7 @@ class PipelineAgent:
         workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
         # removed when the agent is collected or the process exits: one per agent piled up in /tmp
         self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
+        self._workdir_path = workdir
         self._pause_file = os.path.join(workdir, "paused")
         self._plan_file = os.path.join(workdir, "plan.json")
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
@@ -481,11 +482,19 @@ class PipelineAgent:
         self.query = (
             reader.load().writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{int(self.config.trigger_seconds * 1000)} milliseconds")
-            .option("checkpointLocation", tempfile.mkdtemp(prefix="autosizer-spark-"))
+            .option("checkpointLocation", self._spark_checkpoint())
             .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
             .start()
         )
         self._query_shape = shape
+
+    def _spark_checkpoint(self) -> str:
+        """A new query's own Spark checkpoint, in the agent's work directory. Spark's progress
+        there is never read back (every start is planned from the job's checkpoints in Redis), so
+        the stopped query's is removed: one left per rescale filled /tmp on a long-running job."""
+        for old in Path(self._workdir_path).glob("query-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        return tempfile.mkdtemp(prefix="query-", dir=self._workdir_path)
 
     def _kinesis_reader(self, layout: Layout, shape: tuple) -> Any:
         if len(layout.topics) != 1:

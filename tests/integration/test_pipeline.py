@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -122,6 +123,8 @@ def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
             generation = store.current_generation()
             wait_until(lambda g=generation: store.committed_batch(g) >= 2, 60, f"generation {generation} to commit", errors)
             rescale(store, control, factor)
+            queries = list(Path(agent._plan_file).parent.glob("query-*"))
+            assert len(queries) == 1, f"the stopped queries' Spark checkpoints are left: {queries}"
         wait_until(lambda: store.committed_batch(4) >= 2, 60, "generation 4 to commit")
         producer.stopped.set()
         producer.join(60)
