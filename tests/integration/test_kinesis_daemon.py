@@ -38,7 +38,7 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
     pipeline = subprocess.Popen(
         [AUTOSIZER, "pipeline", "run", "--source", "kinesis", "--kinesis-endpoint", kinesis.endpoint,
          "--app", "tests.apps:slower_echo", "--job", job, "--redis", redis_server.url,
-         "--sink", f"file:{out}", "--master", "local[2]", "--trigger", "0.5", "--metrics-port", str(port)],
+         "--sink", f"file:{out}", "--master", "local[2]", "--metrics-port", str(port)],
         cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         stdout=(tmp_path / "pipeline.log").open("w"), stderr=subprocess.STDOUT)
     load = KinesisStepLoad(kinesis, stream, rate=5)
