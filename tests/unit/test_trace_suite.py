@@ -81,7 +81,7 @@ def shifted(trace, seconds: int, metrics_age_s: float):
 SMOOTH = (*REAL, "diurnal")
 
 
-@pytest.mark.parametrize("metrics_age_s", [0.0, 2.0, 8.0])
+@pytest.mark.parametrize("metrics_age_s", [SCRAPED_S, 8.0])
 @pytest.mark.parametrize("trace", [t for t in trace_names() if t not in SMOOTH])
 def test_no_goal_is_lost_wherever_the_change_lands_in_a_tick(trace, metrics_age_s):
     """The suite's changes land on a tick, which then reads them whole. A real one lands anywhere
@@ -95,7 +95,9 @@ def test_no_goal_is_lost_wherever_the_change_lands_in_a_tick(trace, metrics_age_
     small for a jump, until the first tick past the band waited too. `cpu-bound` is late at every
     factor (the cores cap it): there it is no later than `utilization`, as the second goal asks,
     which it was not at 4 s and 8 s while a tick that already needed the cores' ceiling waited.
-    (`SMOOTH`'s traces have no change for seconds to move.)"""
+    (`SMOOTH`'s traces have no change for seconds to move.) The ages a daemon reads, 2 s behind a
+    1 s scrape to 8 s behind a 15 s one; never fresh, which the suite's own runs cover unshifted
+    (until session 38 this ran at 0 s too, and held there)."""
     base = load_trace(trace)
     runs = []
     for seconds in range(0, 15, 2):
