@@ -77,7 +77,7 @@ def shifted(trace, seconds: int, metrics_age_s: float):
 
 # No change of theirs lands in a tick: the real traces are 5-minute series over days, and
 # `diurnal` is a sine with a day's period, which moves 0.06% of its amplitude in 14 s (every shift
-# gives the same figures: `bench_trace_phase.py diurnal`). Each costs 3-4 minutes of the suite.
+# gives the same figures: `bench_trace_phase.py diurnal`). `diurnal` cost the suite 2 minutes of a worker.
 SMOOTH = (*REAL, "diurnal")
 
 
