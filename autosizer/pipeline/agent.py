@@ -209,7 +209,8 @@ class PipelineAgent:
             self.metrics_port = serve(self.metrics, config.metrics_port, config.metrics_address)
             log.info("pipeline.metrics_serving", job=config.job, address=config.metrics_address,
                      port=self.metrics_port)  # with --metrics-port 0, where Prometheus must look
-        workdir = tempfile.mkdtemp(prefix="autosizer-agent-")
+        _remove_stale_workdirs()
+        workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         # removed when the agent is collected or the process exits: one per agent piled up in /tmp
         self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
         self._workdir_path = workdir
@@ -736,6 +737,31 @@ class PipelineAgent:
         if self._resolver is not None:
             self._resolver.close()
         self._workdir()
+
+
+WORKDIR_PREFIX = "autosizer-agent-"  # then the driver's pid: a killed one's is known by it
+
+
+def _remove_stale_workdirs() -> None:
+    """Remove the work directories of drivers that died without closing (`kill -9`, a lost
+    node's restart): nothing else would, one per crash for as long as the host lives. A
+    directory is stale when the pid in its name is gone; one whose pid is alive (or reused by
+    another process) is left alone, as is any without a pid (before session 39)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = path.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("pipeline.stale_workdir_removed", path=str(path), pid=int(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _slot_reader(config: PipelineConfig) -> Callable[[pa.Table], pa.Table]:

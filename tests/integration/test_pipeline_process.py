@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,10 +43,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
     """`start(log)` a pipeline process, kill -9 it after a few commits (mid-run), start another
-    and let it finish all `total` records."""
+    and let it finish all `total` records. The killed one's work directory, which nothing of
+    its own removes any more, is gone once the second has started."""
     first = start("first.log")
     try:
         wait_until(lambda: store.committed_batch(1) >= 2, 120, "a few committed batches")
+        assert workdirs(first.pid), "the pipeline's work directory is named by its pid"
         first.send_signal(signal.SIGKILL)
         first.wait(30)
     finally:
@@ -57,8 +60,16 @@ def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
     try:
         wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
         time.sleep(1)  # a duplicate would show up as extra rows
+        assert not workdirs(first.pid), "the second pipeline removed the killed one's work directory"
+        assert workdirs(second.pid)
     finally:
         stop(second)
+
+
+def workdirs(pid: int) -> list[Path]:
+    """A pipeline's work directories, by the driver's pid in their names (the test's TMPDIR is
+    the pipelines')."""
+    return list(Path(tempfile.gettempdir()).glob(f"autosizer-agent-{pid}-*"))
 
 
 def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broker, job, tmp_path):
