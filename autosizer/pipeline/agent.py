@@ -21,6 +21,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -211,6 +212,7 @@ class PipelineAgent:
                      port=self.metrics_port)  # with --metrics-port 0, where Prometheus must look
         _remove_stale_workdirs()
         workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
+        Path(workdir, OWNER_FILE).write_text(_owner())
         # removed when the agent is collected or the process exits: one per agent piled up in /tmp
         self._workdir = weakref.finalize(self, shutil.rmtree, workdir, ignore_errors=True)
         self._workdir_path = workdir
@@ -739,17 +741,27 @@ class PipelineAgent:
         self._workdir()
 
 
-WORKDIR_PREFIX = "autosizer-agent-"  # then the driver's pid: a killed one's is known by it
+WORKDIR_PREFIX = "autosizer-agent-"  # then the driver's pid, for a reader of /tmp
+OWNER_FILE = "owner"  # the host and pid of the driver that made the directory
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()} {os.getpid()}"
 
 
 def _remove_stale_workdirs() -> None:
     """Remove the work directories of drivers that died without closing (`kill -9`, a lost
-    node's restart): nothing else would, one per crash for as long as the host lives. A
-    directory is stale when the pid in its name is gone; one whose pid is alive (or reused by
-    another process) is left alone, as is any without a pid (before session 39)."""
-    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
-        pid = path.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+    node's restart): nothing else would, one per crash for as long as the host lives. Stale
+    means made on this host (a /tmp shared with other containers holds their pids, not ours)
+    by a pid that is gone; one whose pid is alive (or reused) is left alone, as is any without
+    an owner (made before session 39, or killed before it wrote one)."""
+    host = socket.gethostname()
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            made_on, pid = (path / OWNER_FILE).read_text().rsplit(" ", 1)
+        except (OSError, ValueError):
+            continue
+        if made_on == host and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             log.info("pipeline.stale_workdir_removed", path=str(path), pid=int(pid))
 
