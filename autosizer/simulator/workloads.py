@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,8 +53,10 @@ def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[
 
 
 def _seconds(value: float, name: str) -> int:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0 seconds, not {value!r}")
+    """A length from a user (CLI, trace file): a finite number > 0; a bool is no number here
+    (TOML's `true` would otherwise be 1 s)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not value > 0:
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
     return int(value)
 
 

@@ -76,6 +76,9 @@ def test_consecutive_intervals_without_a_time_column():
     ({"dataset": "forecast/taylor", "count": "x", "interval_s": 1800, "skip_s": 400 * DAY}, "past the data's last row"),
     ({"dataset": "fpp3/bank_calls", "count": ["Calls"], "time": "DateTime"}, "count must be a name in quotes"),
     ({"dataset": "fpp3/bank_calls", "count": "Calls", "time": 3}, "time must be a name in quotes"),
+    ({"dataset": "forecast/taylor", "count": "x", "interval_s": "x"}, "interval_s must be a finite number"),
+    ({"dataset": "forecast/taylor", "count": "x", "skip_s": True}, "skip_s must be a finite number"),
+    ({"dataset": "forecast/taylor", "count": "x", "peak": True}, "peak must be a finite"),
 ])
 def test_bad_settings_get_one_line_naming_the_fix(settings, message):
     with pytest.raises(ValueError, match=message) as caught:
