@@ -8,6 +8,7 @@ same for every policy run on the workload, so policies are compared on identical
 from __future__ import annotations
 
 import csv
+import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -60,6 +61,12 @@ def _seconds(value: float, name: str) -> int:
     return int(value)
 
 
+def _within(at: float, seconds: int) -> None:
+    """A change must fall inside the run: one past its end is a workload without the change."""
+    if not at < seconds:
+        raise ValueError(f"at ({at!r} s) must be within the run's {seconds} s: a later change never happens")
+
+
 def constant(rate: float = 5000, seconds: float = 3600, noise: float = 0.05, seed: int = 1) -> Workload:
     return _noisy("constant", np.full(_seconds(seconds, "seconds"), float(rate)), noise, seed)
 
@@ -67,6 +74,7 @@ def constant(rate: float = 5000, seconds: float = 3600, noise: float = 0.05, see
 def step(before: float = 2000, after: float = 6000, at: float = 1800, seconds: float = 7200,
          noise: float = 0.05, seed: int = 1) -> Workload:
     rate = np.full(_seconds(seconds, "seconds"), float(before))
+    _within(at, rate.size)
     rate[int(at):] = after
     return _noisy("step", rate, noise, seed, (int(at),))
 
@@ -74,6 +82,8 @@ def step(before: float = 2000, after: float = 6000, at: float = 1800, seconds: f
 def ramp(start: float = 1000, end: float = 8000, begin: float = 600, finish: float = 6600, seconds: float = 7200,
          noise: float = 0.05, seed: int = 1) -> Workload:
     t = np.arange(_seconds(seconds, "seconds"))
+    if not begin < finish:
+        raise ValueError(f"the ramp's begin ({begin!r} s) must come before its finish ({finish!r} s)")
     rate = np.interp(t, [begin, finish], [start, end])
     return _noisy("ramp", rate, noise, seed)
 
@@ -92,6 +102,7 @@ def flash_crowd(base: float = 2000, peak: float = 10000, at: float = 1800, rise:
                 decay: float = 600, seconds: float = 7200, noise: float = 0.05, seed: int = 1) -> Workload:
     """Base rate, a fast rise to `peak`, a plateau, then an exponential decay back to base."""
     t = np.arange(_seconds(seconds, "seconds"), dtype=np.float64)
+    _within(at, t.size)
     up = np.clip((t - at) / max(rise, 1), 0, 1)
     down = np.where(t > at + rise + hold, np.exp(-(t - at - rise - hold) / max(decay, 1)), 1.0)
     rate = base + (peak - base) * up * down
@@ -283,10 +294,25 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
 }
 
 
+def _check_numbers(kind: str, builder: Callable[..., Workload], settings: dict[str, Any]) -> None:
+    """Every setting a builder takes as a number (rates, seconds, hours, noise, seed) is a finite
+    number >= 0: checked once here, so a text value or a negative rate from a trace file is one
+    line naming the setting, not a Python error from deep inside the builder or a silent
+    negative input. The settings the builder checks itself (a dataset's, a CSV's) pass through."""
+    parameters = inspect.signature(builder).parameters
+    for name, value in settings.items():
+        default = parameters[name].default if name in parameters else None
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"workload {kind!r}: {name} must be a finite number >= 0, not {value!r}")
+
+
 def build(kind: str, **settings: Any) -> Workload:
     """A workload by kind and settings, as in a trace file or on the command line."""
     if kind not in BUILTIN:
         raise ValueError(f"unknown workload {kind!r}: use one of {', '.join(BUILTIN)}")
+    _check_numbers(kind, BUILTIN[kind], settings)
     try:
         return BUILTIN[kind](**settings)
     except TypeError as exc:

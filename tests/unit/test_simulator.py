@@ -191,6 +191,28 @@ def test_workloads_are_seeded_and_validated(tmp_path):
     assert replay.seconds == 11 and replay.rate[5] == 150
 
 
+@pytest.mark.parametrize("kind, settings, message", [
+    ("wave", {"high": "2000"}, "workload 'wave': high must be a finite number >= 0, not '2000'"),
+    ("step", {"at": "x"}, "workload 'step': at must be a finite number >= 0"),
+    ("step", {"before": -5}, "before must be a finite number >= 0, not -5"),
+    ("outage", {"down": float("nan")}, "down must be a finite number >= 0"),
+    ("workday", {"opens": "x"}, "opens must be a finite number >= 0"),
+    ("constant", {"noise": "x"}, "noise must be a finite number >= 0"),
+    ("step", {"seed": True}, "seed must be a finite number >= 0, not True"),
+    ("step", {"at": 99_999, "seconds": 3600}, r"at \(99999 s\) must be within the run's 3600 s"),
+    ("flash-crowd", {"at": 7200, "seconds": 7200}, "must be within the run's 7200 s"),
+    ("ramp", {"begin": 600, "finish": 60}, "begin .* must come before its finish"),
+    ("wave", {"seconds": "3600"}, "seconds must be a finite number"),
+])
+def test_a_synthetic_workload_refuses_a_bad_setting_in_one_line_naming_it(kind, settings, message):
+    """A trace file's or `--param`'s values: a text number or a negative rate gave a Python error
+    from inside the builder (`'<' not supported between 'str' and 'int'`) or ran a negative input;
+    a step after the run's end ran no step."""
+    with pytest.raises(ValueError, match=message) as caught:
+        workloads.build(kind, **settings)
+    assert "\n" not in str(caught.value)
+
+
 def test_a_csv_replay_refuses_bad_files_in_one_line_naming_the_fix(tmp_path):
     with pytest.raises(ValueError, match="no such file; check the path"):
         workloads.build("csv", path=str(tmp_path / "missing.csv"))
