@@ -10,7 +10,8 @@ no factor splits) without a queue per task.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import numbers
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
@@ -20,6 +21,24 @@ from autosizer.elasticity.buckets import key_hashes
 from autosizer.elasticity.lanes import busiest_worker_shares
 from autosizer.policies.base import batch_duty
 from autosizer.policies.history import time_zone
+
+
+def _check_types(settings: object, what: str) -> None:
+    """Each numeric field holds a number of its kind, before any range is compared: a trace
+    file's `partitions = "4"` or `4.5` or `cores = true` is one line naming the setting, not a
+    comparison error from inside the check or a TypeError deep in the run."""
+    for item in fields(settings):  # annotations are text here (`from __future__ import annotations`)
+        value, wanted = getattr(settings, item.name), item.type
+        if wanted == "int":
+            ok, kind = isinstance(value, numbers.Integral) and not isinstance(value, bool), "a whole number"
+        elif wanted in ("float", "float | None"):
+            ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)) or (
+                value is None and wanted == "float | None")
+            kind = "a number"
+        else:
+            continue
+        if not ok:
+            raise ValueError(f"{what} {item.name} needs {kind}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,7 @@ class KeySkew:
     hot_partition: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self, "job skew setting")
         if self.keys < 1:
             raise ValueError(f"keys must be >= 1, not {self.keys!r}")
         if self.zipf < 0:
@@ -99,6 +119,7 @@ class JobModel:
     timezone: str = "UTC"
 
     def __post_init__(self) -> None:
+        _check_types(self, "job setting")
         checks = {
             "partitions": self.partitions >= 1,
             "process_seconds": self.process_seconds > 0,

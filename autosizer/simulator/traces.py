@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,22 +55,36 @@ def load_trace(name_or_path: str, window: dict[str, Any] | None = None) -> Trace
         job = dict(data.get("job", {}))
     except (tomllib.TOMLDecodeError, KeyError) as exc:
         raise ValueError(f"{path}: {exc}; a trace needs a [workload] table with a kind") from None
-    skew = KeySkew(**job.pop("skew", {}))
+    unknown = sorted(set(data) - {"description", "workload", "job", "source"})
+    if unknown:
+        raise ValueError(f"{path}: no table or key {', '.join(map(repr, unknown))} in a trace: "
+                         "use description, [workload], [job] (with [job.skew]) and [source]")
+    skew = _settings(path, "[job.skew]", KeySkew, job.pop("skew", {}))
     for name in ("partition_weights", "hot_share_table_measured", "hot_shares_known_at_start"):  # TOML arrays are lists
         if isinstance(job.get(name), list):
             job[name] = tuple(tuple(v) if isinstance(v, list) else v for v in job[name])
     if spec.get("kind") == "csv" and "path" in spec and not Path(str(spec["path"])).is_absolute():
         spec["path"] = str(path.parent / str(spec["path"]))  # beside the trace, not the cwd
-    try:
-        model = JobModel(**job, skew=skew)
-    except TypeError as exc:
-        raise ValueError(f"{path}: [job] {exc}") from None
+    model = _settings(path, "[job]", JobModel, {**job, "skew": skew})
     if window:
         if spec.get("kind") != "dataset":
             raise ValueError(f"{path}: only a real trace (kind = \"dataset\") has a window to move")
         spec.update(window)
     workload = workloads.build(spec.pop("kind", ""), **spec)
     return Trace(path.stem, data.get("description", ""), workload, model)
+
+
+def _settings(path: Path, table: str, model: type, values: Any) -> Any:
+    """`model(**values)` from a trace's table, with an unknown setting named beside the known
+    ones (a typo such as `process_ms` otherwise reads as Python's keyword-argument error)."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: {table} must be a table of settings, not {values!r}")
+    known = [f.name for f in fields(model)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: {table} has no setting {', '.join(map(repr, unknown))}: "
+                         f"use {', '.join(known)}")
+    return model(**values)
 
 
 def held_out_windows(name: str) -> list[dict[str, Any]]:

@@ -272,6 +272,27 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
         load_trace("nope")
 
 
+@pytest.mark.parametrize("job, message", [
+    ('[job]\npartitions = "4"', "job setting partitions needs a whole number, not '4'"),
+    ("[job]\npartitions = 4.5", "job setting partitions needs a whole number, not 4.5"),
+    ("[job]\ncores = true", "job setting cores needs a whole number, not True"),
+    ('[job]\nmetrics_age_s = "x"', "job setting metrics_age_s needs a number, not 'x'"),
+    ('[job]\npartitions = 4\n[job.skew]\nzipf = "x"', "job skew setting zipf needs a number"),
+    ("[job]\nprocess_ms = 5", r"\[job\] has no setting 'process_ms': use partitions, process_seconds"),
+    ("[job]\npartitions = 4\n[job.skew]\nzipfy = 1", r"\[job.skew\] has no setting 'zipfy': use keys, zipf"),
+    ("[job]\nskew = 5", r"\[job.skew\] must be a table of settings, not 5"),
+    ("[jobs]\npartitions = 4", r"no table or key 'jobs' in a trace: use description, \[workload\], \[job\]"),
+])
+def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
+    """A text or fractional number was a comparison error or a TypeError from deep in the run;
+    a misspelt table (`[jobs]`) was ignored and the run used the defaults."""
+    trace = tmp_path / "mine.toml"
+    trace.write_text(f'[workload]\nkind = "step"\nseconds = 3600\n{job}\n')
+    with pytest.raises(ValueError, match=message) as caught:
+        load_trace(str(trace))
+    assert "\n" not in str(caught.value)
+
+
 def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path, capsys):
     plot, markdown = tmp_path / "out.png", tmp_path / "table.md"
     code = main(["simulate", "--trace", "step-up", "--plot", str(plot), "--markdown", str(markdown),
