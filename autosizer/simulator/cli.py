@@ -85,7 +85,10 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
     from autosizer.simulator.sweep import parse_value
 
     params = {k: parse_value(v) for k, v in _pairs(args.param, "--param").items()}
-    if args.days or args.hours:
+    if args.days is not None or args.hours is not None:  # `--days 0` is a length too: refused below
+        for flag, value in (("--days", args.days), ("--hours", args.hours)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{flag} must be a finite length > 0, not {value!r}")
         params["seconds"] = (args.days or 0) * 86400 + (args.hours or 0) * 3600
     if args.trace:
         trace = load_trace(args.trace)
@@ -115,7 +118,7 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
                  "scrape_interval_s": args.scrape_interval,
                  "cores": args.cores, "restart_downtime_s": args.downtime,
                  "start_factor": args.start_factor,
-                 "process_seconds": args.process_ms / 1000 if args.process_ms else None}
+                 "process_seconds": args.process_ms / 1000 if args.process_ms is not None else None}
     job = replace(job, **{k: v for k, v in overrides.items() if v is not None})
     if args.zipf is not None or args.hot_key_share is not None:
         skew = replace(job.skew, **{k: v for k, v in (("zipf", args.zipf),
@@ -146,6 +149,9 @@ def run(args: argparse.Namespace) -> None:
     names = args.policy or list(DEFAULT_POLICIES)
     if args.tick < 1 or (args.window is not None and args.window < 1):
         raise ValueError("--tick and --window must be at least 1 second")
+    if not (math.isfinite(args.slo) and args.slo > 0):
+        raise ValueError(f"--slo must be a finite number of seconds > 0 (the lag a job may run "
+                         f"behind; 30 by default), not {args.slo!r}")
     runs = compare(workload, job, variants(names, settings, sweeps), guards, args.tick, args.seed,
                    window_s=args.window)
     scores = [score(r, args.slo) for r in runs]

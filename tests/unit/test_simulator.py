@@ -309,6 +309,21 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     assert rows[0]["policy"] == "lag-threshold" and "violation_s" in rows[0]
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--days", "0"], "--days must be a finite length > 0, not 0.0"),
+    (["--hours", "nan"], "--hours must be a finite length > 0, not nan"),
+    (["--hours", "1", "--process-ms", "0"], "job setting process_seconds is out of range: 0.0"),
+    (["--hours", "1", "--slo", "0"], "--slo must be a finite number of seconds > 0"),
+    (["--hours", "1", "--slo", "nan"], "--slo must be a finite number of seconds > 0"),
+])
+def test_simulate_command_refuses_a_zero_length_a_zero_cost_or_a_meaningless_slo(flags, message, capsys):
+    """Each ran before: `--days 0` and `--process-ms 0` as if not given (the defaults), `--slo 0`
+    scoring every second late and `--slo nan` none."""
+    assert main(["simulate", "--workload", "constant", "--policy", "lag-threshold", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
 def test_simulate_command_delays_the_input_into_a_tick(capsys):
     """`--delay 14`: `cpu-bound`'s step lands 14 s into a 15 s tick, where its first tick reads
     one second of it; one rescale still, and a bad delay is a one-line error naming the range."""
