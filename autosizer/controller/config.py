@@ -110,7 +110,7 @@ def load_config(path: str | Path | None, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]: sections are "
                           f"{', '.join(sorted({*SECTIONS, 'policy', 'actuator'}))}")
     _apply_environment(raw, environ)
-    sections = {name: _section(source, name, cls, raw.get(name, {})) for name, cls in SECTIONS.items()}
+    sections = {name: read_section(source, name, cls, raw.get(name, {})) for name, cls in SECTIONS.items()}
     config = Config(
         **sections,
         policy=_plugin(source, "policy", raw.get("policy", {}), "autosizer"),
@@ -170,7 +170,9 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _section(source: str, name: str, cls: type, values: Any) -> Any:
+def read_section(source: str, name: str, cls: type, values: Any) -> Any:
+    """One section's settings, checked and typed as the config file's are (`source` names where
+    they came from: a file, or a command-line flag such as the simulator's `--guard`)."""
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: [{name}] must be a table of settings")
     defaults = cls()

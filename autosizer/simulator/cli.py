@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from autosizer.controller.config import read_section
 from autosizer.policies import Guards, policy_names
 from autosizer.simulator import workloads
 from autosizer.simulator.job import JobModel
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> None:
         if "." not in key:
             raise ValueError(f"--sweep takes POLICY.KEY=V1,V2, not {key!r}")
         sweeps[key] = [parse_value(v) for v in values.split(",")]
-    guards = Guards(**{k: parse_value(v) for k, v in _pairs(args.guard, "--guard").items()})
+    guards = read_section("--guard", "guards", Guards, _pairs(args.guard, "--guard"))  # as the daemon's [guards]
     names = args.policy or list(DEFAULT_POLICIES)
     if args.tick < 1 or (args.window is not None and args.window < 1):
         raise ValueError("--tick and --window must be at least 1 second")

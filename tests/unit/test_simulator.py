@@ -315,10 +315,14 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     (["--hours", "1", "--process-ms", "0"], "job setting process_seconds is out of range: 0.0"),
     (["--hours", "1", "--slo", "0"], "--slo must be a finite number of seconds > 0"),
     (["--hours", "1", "--slo", "nan"], "--slo must be a finite number of seconds > 0"),
+    (["--hours", "1", "--guard", "cooldown_s=x"], "--guard: [guards] cooldown_s = 'x' must be a number"),
+    (["--hours", "1", "--guard", "bogus=1"], "--guard: unknown setting 'bogus' in [guards]: known settings are"),
+    (["--hours", "1", "--guard", "min_factor=2.5"], "min_factor = '2.5' must be a whole number"),
 ])
-def test_simulate_command_refuses_a_zero_length_a_zero_cost_or_a_meaningless_slo(flags, message, capsys):
+def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or_a_bad_guard(flags, message, capsys):
     """Each ran before: `--days 0` and `--process-ms 0` as if not given (the defaults), `--slo 0`
-    scoring every second late and `--slo nan` none."""
+    scoring every second late and `--slo nan` none; a `--guard` that was not a number or not a
+    guard was a traceback (it is now read as the daemon's `[guards]` are)."""
     assert main(["simulate", "--workload", "constant", "--policy", "lag-threshold", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
