@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any
 
+from autosizer.checks import argtype, whole
 from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
 
 
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallelism", type=_number(1, int), help="slots per batch (default: Spark's)")
     parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
                         help="where partitions without a checkpoint start")
-    parser.add_argument("--metrics-port", type=int, default=9108,
+    parser.add_argument("--metrics-port", type=argtype("--metrics-port", whole, 0, 65535), default=9108,
                         help="serve Prometheus /metrics on this port (default 9108; 0: any free port)")
     parser.add_argument("--metrics-address", default="127.0.0.1", help="address for /metrics")
     parser.add_argument("--redis-outage-s", type=_number(0.0), default=60.0,
@@ -102,6 +103,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
                         help="structlog level on stderr (default info: starts, drains, startpoints)")
     parser.add_argument("--json-logs", action="store_true", help="structlog JSON lines on stderr")
+
+
+def _spark(session: Any, master: str, job: str) -> Any:
+    """The driver's session; a master Spark cannot start on (`--master nope`, no Java) is one line
+    naming the flag, after Spark's own words on stderr, not PySpark's traceback."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return (session.builder.master(master).appName(f"autosizer-{job}")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .getOrCreate())
+    except PySparkException as exc:
+        raise AppError(f"Spark did not start with --master {master!r} ({str(exc).splitlines()[0]}): "
+                       "use local[N] or spark://HOST:7077 (Spark's reason is above)") from None
 
 
 def run(args: argparse.Namespace) -> None:
@@ -121,12 +137,7 @@ def run(args: argparse.Namespace) -> None:
 
     from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 
-    spark = (
-        SparkSession.builder.master(args.master).appName(f"autosizer-{args.job}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
+    spark = _spark(SparkSession, args.master, args.job)
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
         job=args.job, redis_url=args.redis, bootstrap=args.bootstrap or "", trigger_seconds=args.trigger,

@@ -67,6 +67,8 @@ CLI = [
     ("Redis db 99", "layout show --job {J} --redis {R99}", {}, "has no such database"),
     ("Redis URL at an HTTP port", "layout show --job {J} --redis redis://127.0.0.1:{HTTP}/0", {}, "cannot reach Redis at redis://127.0.0.1"),
     ("config is a directory", "status --config /tmp", {}, "cannot be read (IsADirectoryError)"),
+    ("pipeline metrics port 70000", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
+     "--bootstrap 127.0.0.1:1 --metrics-port 70000 {C}", {}, "--metrics-port must be <= 65535, not 70000"),
 ]
 CONFIG = [  # `autosizer run --config deploy/autosizer.toml` with one bad environment value
     ("env typo", {"AUTOSIZER_GAURDS_MAX_FACTOR": "64"}, "unknown environment variable AUTOSIZER_GAURDS_MAX_FACTOR"),
@@ -113,6 +115,17 @@ def test_cli_bad_input_is_one_line(redis_server, job, http_port, name, args, env
     assert "se/cr#et" not in line and "cr#et" not in line
     if args.startswith("layout init"):
         assert MetadataStore(redis_server.url, job).current_generation() is None, "nothing written"
+
+
+def test_a_master_spark_cannot_start_on_ends_the_pipeline_in_one_line_of_ours(redis_server, job):
+    """Spark's own words come first on stderr (its Java stack); the last line is ours, naming
+    the flag, with no Python traceback after them (before: PySpark's JAVA_GATEWAY_EXITED traceback)."""
+    result = run(["pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/never", "--bootstrap",
+                  "127.0.0.1:1", "--redis", redis_server.url, "--job", job, "--master", "nope", "--metrics-port", "0"])
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "autosizer: error: Spark did not start with --master 'nope'"), result.stderr[-500:]
 
 
 @pytest.mark.parametrize("name, env, needle", CONFIG, ids=[c[0] for c in CONFIG])
