@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from autosizer.checks import duration
 from autosizer.controller.config import read_section
 from autosizer.policies import Guards, policy_names
 from autosizer.simulator import workloads
@@ -184,12 +185,21 @@ def run_fit(args: argparse.Namespace) -> None:
     from autosizer.simulator.fit import fetch, fitted_run, write_trace
     from autosizer.simulator.workloads import _when
 
-    start, end = _when(args.start).timestamp(), _when(args.end).timestamp()
+    def when(flag: str, text: str) -> float:
+        try:
+            return _when(text).timestamp()
+        except ValueError as exc:
+            raise ValueError(f"{flag}: {exc}") from None
+
+    start, end = when("--start", args.start), when("--end", args.end)
+    window = duration(args.window, "--window", "a whole number of seconds such as 3s or 1m")
+    if not (1 <= window <= 86_400 and float(window).is_integer()):
+        raise ValueError(f"--window must be whole seconds from 1s to 24h (a Prometheus range), not {args.window!r}")
     if not end > start:
         raise ValueError(f"--end {args.end} must be after --start {args.start}")
     if not args.out.endswith(".toml"):
         raise ValueError(f"--out {args.out!r} must end in .toml (the load is written beside it as .csv)")
-    fitted = fitted_run(fetch(args.prometheus, start, end, args.selector, args.window), start, end)
+    fitted = fitted_run(fetch(args.prometheus, start, end, args.selector, f"{int(window)}s"), start, end)
     path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
     job = fitted.job
     sys.stdout.write(f"{path}: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "

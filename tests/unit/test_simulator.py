@@ -328,6 +328,22 @@ def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--start", "x", "--end", "2026-01-02"], "--start: 'x' is not a time: use epoch seconds or ISO 8601"),
+    (["--start", "2026-01-01", "--end", "soon"], "--end: 'soon' is not a time"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "0s"], "--window must be whole seconds from 1s to 24h"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "1.5s"], "--window must be whole seconds"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "soon"], "--window 'soon' is not a duration"),
+])
+def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, message, capsys, tmp_path):
+    """A time that did not parse was named without its flag, and `--window 0s` went to Prometheus
+    as `rate(...[0s])`. Both are refused before any query (the URL is not even reachable here)."""
+    out = tmp_path / "run.toml"
+    assert main(["fit", "--prometheus", "http://127.0.0.1:1", "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not out.exists()
+
+
 def test_simulate_command_delays_the_input_into_a_tick(capsys):
     """`--delay 14`: `cpu-bound`'s step lands 14 s into a 15 s tick, where its first tick reads
     one second of it; one rescale still, and a bad delay is a one-line error naming the range."""
