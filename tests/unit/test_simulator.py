@@ -203,11 +203,20 @@ def test_workloads_are_seeded_and_validated(tmp_path):
     ("flash-crowd", {"at": 7200, "seconds": 7200}, "must be within the run's 7200 s"),
     ("ramp", {"begin": 600, "finish": 60}, "begin .* must come before its finish"),
     ("wave", {"seconds": "3600"}, "seconds must be a finite number"),
+    ("csv", {}, r"workload 'csv' needs path: --param path=\.\.\. \(or path = \.\.\. in a trace\)"),
+    ("prometheus", {"url": "http://127.0.0.1:1"}, "workload 'prometheus' needs query"),
+    ("dataset", {}, "workload 'dataset' needs dataset: --param dataset=PACKAGE/ITEM"),
+    ("prometheus", {"url": "http://127.0.0.1:1", "query": "up", "start": "2026-01-01", "end": "2026-01-02",
+                    "step_s": 0}, "step_s must be a whole number of seconds >= 1"),
+    ("prometheus", {"url": "http://127.0.0.1:1", "query": "up", "start": "2026-01-02", "end": "2026-01-01"},
+     "end 2026-01-01 must be after start 2026-01-02"),
 ])
 def test_a_synthetic_workload_refuses_a_bad_setting_in_one_line_naming_it(kind, settings, message):
     """A trace file's or `--param`'s values: a text number or a negative rate gave a Python error
     from inside the builder (`'<' not supported between 'str' and 'int'`) or ran a negative input;
-    a step after the run's end ran no step."""
+    a step after the run's end ran no step; a missing setting was Python's "missing 1 required
+    positional argument"; a step of 0 or an end before the start went to Prometheus as asked. No
+    Prometheus is reached here: each is refused before the query."""
     with pytest.raises(ValueError, match=message) as caught:
         workloads.build(kind, **settings)
     assert "\n" not in str(caught.value)
