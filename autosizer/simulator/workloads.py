@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import inspect
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from autosizer.checks import is_real
 
 DAY = 86_400
 
@@ -56,7 +57,7 @@ def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[
 def _seconds(value: float, name: str) -> int:
     """A length from a user (CLI, trace file): a finite number > 0; a bool is no number here
     (TOML's `true` would otherwise be 1 s)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not value > 0:
+    if not (is_real(value) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
     return int(value)
 
@@ -301,9 +302,9 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
 }
 
 
-def _check_numbers(kind: str, builder: Callable[..., Workload], settings: dict[str, Any]) -> None:
-    """Every setting a builder takes as a number (rates, seconds, hours, noise, seed) is a finite
-    number >= 0: checked once here, so a text value or a negative rate from a trace file is one
+def _check_settings(kind: str, builder: Callable[..., Workload], settings: dict[str, Any]) -> None:
+    """Every setting a builder needs is given, and every one it takes as a number (rates, seconds,
+    hours, noise, seed) is a finite number >= 0: checked once here, so a text value or a negative rate from a trace file is one
     line naming the setting, not a Python error from deep inside the builder or a silent
     negative input. The settings the builder checks itself (a dataset's, a CSV's) pass through."""
     parameters = inspect.signature(builder).parameters
@@ -313,9 +314,9 @@ def _check_numbers(kind: str, builder: Callable[..., Workload], settings: dict[s
             raise ValueError(f"workload {kind!r} needs {name}: --param {name}=... (or {name} = ... in a trace)")
     for name, value in settings.items():
         default = parameters[name].default if name in parameters else None
-        if isinstance(default, bool) or not isinstance(default, (int, float)):
+        if not is_real(default):
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+        if not (is_real(value) and math.isfinite(value) and value >= 0):
             raise ValueError(f"workload {kind!r}: {name} must be a finite number >= 0, not {value!r}")
 
 
@@ -323,7 +324,7 @@ def build(kind: str, **settings: Any) -> Workload:
     """A workload by kind and settings, as in a trace file or on the command line."""
     if kind not in BUILTIN:
         raise ValueError(f"unknown workload {kind!r}: use one of {', '.join(BUILTIN)}")
-    _check_numbers(kind, BUILTIN[kind], settings)
+    _check_settings(kind, BUILTIN[kind], settings)
     try:
         return BUILTIN[kind](**settings)
     except TypeError as exc:
