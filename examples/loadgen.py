@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from autosizer.embedded import EmbeddedBroker, EmbeddedKinesis
 
@@ -105,9 +105,12 @@ def check_orders(table, total: int) -> None:
 
 def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_s: float = 2.0) -> tuple[bool, str]:
     """Did the job keep up with a step? From a timeline of {t, load, lag, factor} samples: how long
-    after the step the lag came back under `within_s` seconds of input (for good: the last sample
-    over it, plus one), the backlog when the high phase ended, and the factor path.
-    True when that backlog is at most `within_s` of input."""
+    after the step the lag first came back under `within_s` seconds of input, how often and how
+    far it went over again after that (the last time over, plus one, is when it was back for
+    good), the backlog when the high phase ended, and the factor path. A job that keeps up
+    carries a batch or two of input in flight, about `within_s` at the demo's 1 s trigger: session
+    40's run caught up 21 s after the step, and one second at 2.0 s of input 115 s after it made
+    "for good" alone read 116 s. True when the backlog at the end is at most `within_s` of input."""
     end = step_at + step_s
     high = [p for p in timeline if step_at <= p["t"] < end]
     if not high:
@@ -119,15 +122,36 @@ def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_
         loads = [q["load"] for q in timeline if p["t"] - within_s < q["t"] <= p["t"]] or [p["load"]]
         return within_s * sum(loads) / len(loads)
 
-    over = [p["t"] for p in high if p["lag"] > recent(p)]
-    back = "never fell behind" if not over else (
-        f"lag back under {within_s:g} s of input {over[-1] + 1 - step_at:.0f} s after the step"
-        if over[-1] < high[-1]["t"] else f"lag still over {within_s:g} s of input when the step ended")
+    over = [p for p in high if p["lag"] > recent(p)]
     last = high[-1]
     backlog_s = last["lag"] / max(last["load"], 1e-9)
     ok = backlog_s <= within_s
-    return ok, (f"keeps up: {'yes' if ok else 'NO'}: {back}; backlog at the end of the "
-                f"{step_s:.0f} s step {backlog_s:.1f} s of input; factors {factor_path(p['factor'] for p in timeline)}")
+    return ok, (f"keeps up: {'yes' if ok else 'NO'}: {_back_under(high, over, step_at, within_s, recent)}; "
+                f"backlog at the end of the {step_s:.0f} s step {backlog_s:.1f} s of input; "
+                f"factors {factor_path(p['factor'] for p in timeline)}")
+
+
+def _back_under(high: list[dict], over: list[dict], step_at: float, within_s: float,
+                recent: Callable[[dict], float]) -> str:
+    """When the lag came back under `within_s` of input after the step, and what came after."""
+    if not over:
+        return "never fell behind"
+    # after the backlog's peak, not its first second over: a step's first seconds read over,
+    # under, then far over as its records arrive (session 40's demo: 2,549 records, 1,831, 13,687)
+    peak = max(over, key=lambda p: p["lag"])
+    back = next((p for p in high if p["t"] > peak["t"] and p["lag"] <= recent(p)), None)
+    if back is None:
+        return f"lag still over {within_s:g} s of input when the step ended"
+    first = f"lag back under {within_s:g} s of input {back['t'] - step_at:.0f} s after the step"
+    again = [p for p in over if p["t"] > back["t"]]
+    if not again:
+        return first + ", for good"
+    worst = max(within_s * p["lag"] / recent(p) for p in again)
+    rest = sum(1 for p in high if p["t"] > back["t"])
+    if again[-1] is high[-1]:
+        return f"{first}; over it again in {len(again)} of the {rest} s after, and when the step ended"
+    return (f"{first}; over it again in {len(again)} of the {rest} s after, at most {worst:.1f} s of input, "
+            f"back for good {again[-1]['t'] + 1 - step_at:.0f} s after the step")
 
 
 def factor_path(factors: Iterable[int]) -> str:

@@ -30,9 +30,30 @@ def test_keeping_up_counts_the_lag_against_the_input_of_the_last_two_seconds():
                 for t in range(240)]
     ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
     assert ok and "never fell behind" in verdict
-    timeline[100]["lag"] = 10_000.0  # 60 s after the step: ten seconds of the trickle and more
+    timeline[100]["lag"] = 10_000.0  # 70 s after the step: ten seconds of the trickle and more
     ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
-    assert "lag back under 2 s of input 71 s after the step" in verdict
+    assert "lag back under 2 s of input 71 s after the step, for good" in verdict
+
+
+def test_a_blip_after_catching_up_is_reported_beside_when_it_caught_up():
+    """Session 40's `make demo`: caught up 21 s after the step (after the backlog's peak; its
+    first seconds read over, under, far over), then one second at 2.0 s of input 115 s after it,
+    which "for good" alone reported as 116 s to catch up."""
+    from examples.loadgen import keep_up_verdict
+
+    def lag(t: int) -> float:
+        if STEP_AT <= t < STEP_AT + 21:  # over, under for a second as the step's records arrive, far over
+            return 1_000.0 if t == STEP_AT + 4 else 9_000.0 + 100 * t
+        return 2_500.0 if t in (STEP_AT + 40, STEP_AT + 115) else 1_000.0
+
+    timeline = [{"t": float(t), "load": load_at(t, HIGH, "step"), "factor": 8, "lag": lag(t)} for t in range(240)]
+    ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+    assert ok, verdict
+    assert ("lag back under 2 s of input 21 s after the step; over it again in 2 of the 98 s after, "
+            "at most 2.1 s of input, back for good 116 s after the step") in verdict
+    timeline[int(STEP_AT + STEP_S) - 1]["lag"] = 9_000.0  # and over it as the step ends
+    ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+    assert not ok and "over it again in 3 of the 98 s after, and when the step ended" in verdict
 
 
 def test_a_day_of_a_real_trace_is_pressed_into_the_high_phase_between_low_and_high():
