@@ -157,7 +157,7 @@ def _ttl(ms: int | None) -> str:
 
 def history_show(args: argparse.Namespace) -> None:
     """Each day on record, and what the days expect of the next hour (what the day plan reads)."""
-    history, now = HistoryStore(_store(args)).load(), time.time()
+    history, now = HistoryStore(_store(args)).load(strict=True), time.time()
     rows = [_day_row(day, row, history.slot_s) for day, row in sorted(history.days.items())]
     expected, doubt = history.expected_peak(now, 3600.0), history.doubt(now, 3600.0)
     if args.json:
@@ -197,7 +197,7 @@ def history_backfill(args: argparse.Namespace) -> None:
     collector = PrometheusCollector(url, prometheus.queries, prometheus.selector, prometheus.window, timeout_s=30.0)
     store, now = _store(args), time.time()
     history = HistoryStore(store, zone=zone)  # the daemon's zone (its days dropped if kept in another)
-    wall = history.load().wall(now)
+    wall = history.load(strict=True).wall(now)
     start = now - wall % DAY_S - args.days * DAY_S  # that many of the job's midnights back
     raised = history.backfill(collector.input_since(start, now, interval_s), now)
     days = {datetime.fromtimestamp(d * DAY_S, UTC).date().isoformat(): n for d, n in sorted(raised.items())}

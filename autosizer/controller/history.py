@@ -28,6 +28,7 @@ import structlog
 
 from autosizer.elasticity.store import MetadataStore, StoreError
 from autosizer.policies.history import InputHistory
+from autosizer.redaction import clip
 
 log = structlog.get_logger(__name__)
 ZONE_FIELD = "zone"  # the hash's field naming the days' time zone; every other field is a day
@@ -44,9 +45,11 @@ class HistoryStore:
         self.zone = zone
         self.log = log.bind(job=store.job)
 
-    def load(self) -> InputHistory:
-        """The history on record; an unreadable day is skipped (and logged), not fatal."""
-        return self._read() or InputHistory(keep_days=self.keep_days, zone=self.zone or RECORDED_IN)
+    def load(self, strict: bool = False) -> InputHistory:
+        """The history on record; an unreadable day is skipped (and logged), not fatal. A daemon
+        that cannot read the history at all plans as with none; a command an operator runs
+        (`strict`) raises instead, since "no days on record" would then be untrue."""
+        return self._read(strict) or InputHistory(keep_days=self.keep_days, zone=self.zone or RECORDED_IN)
 
     def refresh(self, history: InputHistory, today: int) -> InputHistory:
         """The days as Redis has them now (a backfill since, another daemon's writes), today's
@@ -59,10 +62,12 @@ class HistoryStore:
             stored.days[today] = mine.copy() if theirs is None else np.fmax(mine, theirs)
         return stored
 
-    def _read(self) -> InputHistory | None:
+    def _read(self, strict: bool = False) -> InputHistory | None:
         try:
             raw = self.store.call(lambda: self.redis.hgetall(self.key))
         except StoreError as exc:
+            if strict:
+                raise
             self.log.error("history.unreadable", error=str(exc))
             return None
         recorded = raw.pop(ZONE_FIELD.encode(), b"").decode(errors="replace") or RECORDED_IN
@@ -70,6 +75,10 @@ class HistoryStore:
         try:
             history = InputHistory(keep_days=self.keep_days, zone=zone)
         except ValueError as exc:  # a zone on record that this machine's zone database lacks
+            if strict:
+                raise ValueError(f"the history's days are kept in zone {clip(zone, 40)!r}, which this machine "
+                                 "cannot read: install tzdata (pip install tzdata), or record them again in "
+                                 "the daemon's zone with `autosizer history backfill --config ...`") from None
             self.log.error("history.unreadable", error=str(exc))
             return None
         if raw and recorded != zone:

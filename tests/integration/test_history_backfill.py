@@ -117,6 +117,18 @@ def test_history_commands_refuse_bad_input_in_one_line(redis_server, job):
                        (("backfill", *target, "--days", "nan"), "--days must be")):
         out = _cli(*args)
         assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    # Redis out of reach: an error, not "no days on record" (which `show` printed, exiting 0)
+    gone = ("--job", job, "--redis", f"redis://:hunter2@127.0.0.1:{free_port()}/0")
+    for args in (("show", *gone), ("backfill", *gone, "--prometheus", "http://127.0.0.1:9")):
+        out = _cli(*args)
+        assert out.returncode == 2 and out.stderr.startswith("autosizer: error: cannot reach Redis"), out
+        assert "no days on record" not in out.stdout and "hunter2" not in out.stdout + out.stderr, out
+    # days kept in a zone this machine cannot read: named, with the fix
+    store = MetadataStore(redis_server.url, job)
+    store.redis.hset(store.keys.history, "zone", "Mars/Olympus")
+    out = _cli("show", *target)
+    assert out.returncode == 2 and "kept in zone 'Mars/Olympus'" in out.stderr and "history backfill" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
 def test_show_and_status_say_why_the_history_cannot_say(redis_server, job):
