@@ -41,6 +41,12 @@ def _check_types(settings: object, what: str) -> None:
             raise ValueError(f"{what} {item.name} needs {kind}, not {value!r}")
 
 
+# What the simulator models at most: it hashes every key of every partition (`JobModel._keys`),
+# 2 million keys in about 5 s and 500 MB, and a run's cost grows with the partitions beside.
+MAX_PARTITIONS = 10_000
+MAX_KEYS = 2_000_000
+
+
 @dataclass(frozen=True)
 class KeySkew:
     """How keys are distributed: `zipf` 0 is uniform; `hot_key_share` puts one key in front."""
@@ -120,30 +126,37 @@ class JobModel:
 
     def __post_init__(self) -> None:
         _check_types(self, "job setting")
-        checks = {
-            "partitions": self.partitions >= 1,
-            "process_seconds": self.process_seconds > 0,
-            "process_cv": self.process_cv >= 0,
-            "cpu_fraction": 0 <= self.cpu_fraction <= 1,
-            "cores": self.cores >= 1,
-            "restart_downtime_s": self.restart_downtime_s >= 0,
-            "metrics_age_s": self.metrics_age_s >= 0,
-            "scrape_interval_s": self.scrape_interval_s >= 0,
-            "lag_probe_age_s": self.lag_probe_age_s >= 0,
-            "verify_window_s": self.verify_window_s >= 0,
-            "partition_limit": self.partition_limit > 0,
-            "tasks_per_slot": self.tasks_per_slot >= 1,
-            "batch_seconds": self.batch_seconds >= 0,
-            "batch_overhead_s": self.batch_overhead_s >= 0,
-            "batch_overhead_per_task_s": self.batch_overhead_per_task_s >= 0,
-            "commit_latency_s": self.commit_latency_s is None or self.commit_latency_s >= 0,
-            "trigger_s": self.trigger_s > 0,
-            "run_ahead": self.run_ahead >= 1,
+        ranges = {  # setting: (within range, the range in words)
+            "partitions": (1 <= self.partitions <= MAX_PARTITIONS, f"from 1 to {MAX_PARTITIONS:,}"),
+            "process_seconds": (self.process_seconds > 0, "above 0"),
+            "process_cv": (self.process_cv >= 0, "0 or more"),
+            "cpu_fraction": (0 <= self.cpu_fraction <= 1, "from 0 to 1"),
+            "cores": (self.cores >= 1, "1 or more"),
+            "restart_downtime_s": (self.restart_downtime_s >= 0, "0 or more"),
+            "metrics_age_s": (self.metrics_age_s >= 0, "0 or more"),
+            "scrape_interval_s": (self.scrape_interval_s >= 0, "0 or more"),
+            "lag_probe_age_s": (self.lag_probe_age_s >= 0, "0 or more"),
+            "verify_window_s": (self.verify_window_s >= 0, "0 or more"),
+            "partition_limit": (self.partition_limit > 0, "above 0 (inf: no limit)"),
+            "tasks_per_slot": (self.tasks_per_slot >= 1, "1 or more"),
+            "batch_seconds": (self.batch_seconds >= 0, "0 or more"),
+            "batch_overhead_s": (self.batch_overhead_s >= 0, "0 or more"),
+            "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
+            "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
+            "trigger_s": (self.trigger_s > 0, "above 0"),
+            "run_ahead": (self.run_ahead >= 1, "1 or more"),
         }
-        for name, ok in checks.items():
+        for name, (ok, words) in ranges.items():
             value = getattr(self, name)
             if not ok or value is not None and not math.isfinite(float(value)) and name != "partition_limit":
-                raise ValueError(f"job setting {name} is out of range: {getattr(self, name)!r}")
+                raise ValueError(f"job setting {name} must be {words}, not {value!r}")
+        hashed = not (self.partition_weights and self.hot_share_table_measured)  # else measured, not drawn
+        if hashed and self.skew.keys * self.partitions > MAX_KEYS:
+            raise ValueError(
+                f"job setting skew.keys ({self.skew.keys:,} a partition) over {self.partitions:,} partitions is "
+                f"{self.skew.keys * self.partitions:,} keys, and the simulator hashes every one: at most "
+                f"{MAX_KEYS:,}, so keys = {MAX_KEYS // self.partitions:,} or fewer (with more keys than that "
+                "each key's share is small; model one that is not with hot_key_share)")
         validate_factor(self.start_factor)
         time_zone(self.timezone, "job setting timezone")
         weights, table = self.partition_weights, self.hot_share_table_measured

@@ -291,6 +291,13 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
     ("[job]\npartitions = 4\n[job.skew]\nzipfy = 1", r"\[job.skew\] has no setting 'zipfy': use keys, zipf"),
     ("[job]\nskew = 5", r"\[job.skew\] must be a table of settings, not 5"),
     ("[jobs]\npartitions = 4", r"no table or key 'jobs' in a trace: use description, \[workload\], \[job\]"),
+    # a range is named with the value; a size the simulator cannot draw is refused before it hangs
+    # (100 million partitions, or a billion keys, ran out of memory hashing every key)
+    ("[job]\ncpu_fraction = 2", "job setting cpu_fraction must be from 0 to 1, not 2"),
+    ("[job]\npartitions = 100000000", "job setting partitions must be from 1 to 10,000, not 100000000"),
+    ("[job]\npartitions = 4\n[job.skew]\nkeys = 1000000000",
+     "over 4 partitions is 4,000,000,000 keys, .* at most 2,000,000, so keys = 500,000 or fewer"),
+    ("[job]\npartitions = 2000", r"skew.keys \(2,000 a partition\) over 2,000 partitions .* keys = 1,000 or fewer"),
 ])
 def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
     """A text or fractional number was a comparison error or a TypeError from deep in the run;
@@ -321,7 +328,7 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
 @pytest.mark.parametrize("flags, message", [
     (["--days", "0"], "--days must be a finite length > 0, not 0.0"),
     (["--hours", "nan"], "--hours must be a finite length > 0, not nan"),
-    (["--hours", "1", "--process-ms", "0"], "job setting process_seconds is out of range: 0.0"),
+    (["--hours", "1", "--process-ms", "0"], "job setting process_seconds must be above 0, not 0.0"),
     (["--hours", "1", "--slo", "0"], "--slo must be a finite number of seconds > 0"),
     (["--hours", "1", "--slo", "nan"], "--slo must be a finite number of seconds > 0"),
     (["--hours", "1", "--guard", "cooldown_s=x"], "--guard: [guards] cooldown_s = 'x' must be a number"),
@@ -825,3 +832,13 @@ def test_a_simulated_jobs_time_zone_is_an_iana_name():
     with pytest.raises(ValueError, match="job setting timezone must be an IANA time zone name") as caught:
         JobModel(timezone="New York")
     assert "\n" not in str(caught.value)
+
+
+def test_a_job_whose_shares_were_measured_is_not_held_to_the_key_cap():
+    """`autosizer fit` gives a real job's partition weights and hot-share table: no key is drawn
+    then, so 2,000 partitions at the default 2,000 keys each run (drawn, they are refused)."""
+    table = tuple(tuple(1.0 / f for f in FACTORS) for _ in range(2000))
+    job = JobModel(partitions=2000, partition_weights=(1.0,) * 2000, hot_share_table_measured=table)
+    assert job.weights.sum() == pytest.approx(1.0) and job.hot_shares[8].max() == pytest.approx(1 / 8)
+    with pytest.raises(ValueError, match="keys = 1,000 or fewer"):
+        JobModel(partitions=2000, partition_weights=(1.0,) * 2000)
