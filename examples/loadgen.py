@@ -104,10 +104,11 @@ def check_orders(table, total: int) -> None:
 
 
 def keep_up_verdict(timeline: list[dict], step_at: float, step_s: float, within_s: float = 2.0) -> tuple[bool, str]:
-    """Did the job keep up with a step? From a timeline of {t, load, lag, factor} samples: how long
-    after the step the lag first came back under `within_s` seconds of input, how often and how
-    far it went over again after that (the last time over, plus one, is when it was back for
-    good), the backlog when the high phase ended, and the factor path. A job that keeps up
+    """Did the job keep up with a step? From a timeline of {t, load, lag, factor} samples (the
+    demo takes one a second): how long after the step the lag came back under `within_s` seconds
+    of input once past the backlog's peak, how often and how far it went over again after that
+    (the last time over, plus one, is when it was back for good), the backlog when the high phase
+    ended, and the factor path. A job that keeps up
     carries a batch or two of input in flight, about `within_s` at the demo's 1 s trigger: session
     40's run caught up 21 s after the step, and one second at 2.0 s of input 115 s after it made
     "for good" alone read 116 s. True when the backlog at the end is at most `within_s` of input."""
