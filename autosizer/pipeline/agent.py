@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 import structlog
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -441,10 +441,13 @@ class PipelineAgent:
         layout = self.store.layout()
         cp = self.store.checkpoints(layout.generation)
         resolver = self._offsets()
-        applied = self._apply_startpoints(layout, cp, resolver)
-        defaults = {tp: (resolver.oldest_offset(*tp) if self.config.default_offsets == "earliest"
-                         else resolver.upcoming_offset(*tp))
-                    for tp, start in cp.start_offsets().items() if start is None}
+        try:
+            applied = self._apply_startpoints(layout, cp, resolver)
+            defaults = {tp: (resolver.oldest_offset(*tp) if self.config.default_offsets == "earliest"
+                             else resolver.upcoming_offset(*tp))
+                        for tp, start in cp.start_offsets().items() if start is None}
+        except self._source_errors() as exc:
+            raise self._source_down(exc) from None
         cp.resolve_defaults(defaults)
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())  # left out of the read plan
@@ -543,6 +546,24 @@ class PipelineAgent:
     def _offsets(self) -> Any:
         self._resolver = self._resolver or self._new_resolver()
         return self._resolver
+
+    def _source_errors(self) -> tuple[type[Exception], ...]:
+        """What the source's client raises when it cannot answer (boto3 is an optional extra)."""
+        return kinesis_source.unavailable_errors() if self.kinesis else (KafkaException,)
+
+    def _source_down(self, exc: Exception) -> PipelineFailed:
+        """The source did not answer the start positions: the query never started, nothing was
+        committed; one line naming the flags to fix (it was a traceback from the client)."""
+        if self.kinesis:
+            where = f"Kinesis at {self.config.kinesis_endpoint or 'AWS'}"
+            fix = "start the emulator or fix --kinesis-endpoint, --region or the credentials"
+        else:
+            where, fix = f"Kafka at {self.config.bootstrap}", "start the broker or fix --bootstrap"
+        self.failure = PipelineFailed(f"{where} did not answer the start positions "
+                                      f"({summarize_error(str(exc))}): {fix}; nothing was committed")
+        self._heartbeat()
+        log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
+        return self.failure
 
     def _new_resolver(self) -> Any:
         if self.kinesis:

@@ -27,9 +27,11 @@ def _number(low: float, kind: type = float):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= {low}")
+            what = "a whole number" if kind is int else "a finite number"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what} >= {low}")
         return value
 
     return parse
@@ -120,11 +122,37 @@ def _spark(session: Any, master: str, job: str) -> Any:
                        "use local[N] or spark://HOST:7077 (Spark's reason is above)") from None
 
 
+def _check_kinesis(endpoint: str | None, region: str | None) -> None:
+    """What boto3 would refuse only once Spark runs, with a traceback from inside the query: an
+    endpoint that is no URL, or no region anywhere in its chain (flag, environment, profile)."""
+    from botocore.exceptions import NoRegionError
+
+    from autosizer.pipeline.kinesis_source import kinesis_client
+
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise AppError(f"--kinesis-endpoint {endpoint[:80]!r} must start with http:// or https://")
+    try:
+        kinesis_client(endpoint, region)
+    except NoRegionError:
+        raise AppError("no AWS region for the Kinesis stream: pass --region NAME or set AWS_REGION "
+                       "(or AWS_DEFAULT_REGION, or a region in the AWS profile)") from None
+    except ValueError as exc:  # botocore's own check of the endpoint URL
+        raise AppError(f"--kinesis-endpoint {endpoint!r}: {exc}") from None
+    import boto3
+
+    if boto3.Session(region_name=region).get_credentials() is None:  # the client's chain finds none
+        raise AppError("no AWS credentials for the Kinesis stream: set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role "
+                       "(an emulator takes any pair)")
+
+
 def run(args: argparse.Namespace) -> None:
     if not args.bootstrap and (args.source == "kafka" or args.sink.startswith("kafka:")):
         raise AppError("no broker given: pass --bootstrap HOST:PORT or set AUTOSIZER_BOOTSTRAP")
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
+    if args.source == "kinesis":
+        _check_kinesis(args.kinesis_endpoint, args.region)
     from autosizer.controller.logging import configure_logging
 
     # A long-running process: its starts, drains and startpoints are what an operator reads.

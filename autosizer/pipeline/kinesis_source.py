@@ -75,6 +75,13 @@ def shard_index(shard: str) -> int:
     return int(number)
 
 
+def unavailable_errors() -> tuple[type[Exception], ...]:
+    """What a Kinesis call raises when the service cannot answer it (unreachable, refused)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return BotoCoreError, ClientError
+
+
 def kinesis_client(endpoint: str | None = None, region: str | None = None) -> Any:
     import boto3
     from botocore.config import Config

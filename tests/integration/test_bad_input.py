@@ -172,3 +172,46 @@ def test_status_and_override_list_name_a_poisoned_key_instead_of_a_traceback(red
         assert key in one_line(listed)
     else:
         assert listed.returncode == 0, listed
+
+
+NO_AWS = {"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+          "AWS_EC2_METADATA_DISABLED": "true"}  # no profile, no instance role: only what a case sets
+
+
+@pytest.mark.parametrize("endpoint, env, needle", [
+    ("nope", {"AWS_REGION": "us-east-1"}, "--kinesis-endpoint 'nope' must start with http:// or https://"),
+    ("http://127.0.0.1:1", {}, "no AWS region for the Kinesis stream: pass --region NAME or set AWS_REGION"),
+    ("http://127.0.0.1:1", {"AWS_REGION": "us-east-1"}, "no AWS credentials for the Kinesis stream: set "
+                                                       "AWS_ACCESS_KEY_ID"),
+])
+def test_a_kinesis_pipeline_without_a_region_or_credentials_says_so_before_spark_starts(
+        redis_server, job, endpoint, env, needle):
+    """Each was botocore's traceback from inside the first query (NoRegionError,
+    NoCredentialsError) after Spark's start; now one line before it."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOSIZER_", "AWS_"))}
+    result = subprocess.run(
+        [AUTOSIZER, "pipeline", "run", "--source", "kinesis", "--kinesis-endpoint", endpoint, "--app",
+         "tests.apps:echo", "--sink", "file:/tmp/never", "--redis", redis_server.url, "--job", job],
+        capture_output=True, text=True, timeout=60, env={**clean, **NO_AWS, **env}, cwd=ROOT)
+    assert needle in one_line(result), result.stderr
+
+
+def test_a_broker_that_does_not_answer_at_the_start_fails_the_pipeline_in_one_line(redis_server, job):
+    """The start positions are read from the broker before the query starts: with none there it
+    was confluent-kafka's traceback. Now one line of ours, exit 1, nothing committed, and the
+    status an operator reads says failed and why. (The same rule covers Kinesis's client: a
+    unit test checks which of its errors count.)"""
+    from autosizer.pipeline.control import ControlChannel
+
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    result = run(["pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/never", "--bootstrap",
+                  f"127.0.0.1:{free_port()}", "--redis", redis_server.url, "--job", job, "--master", "local[1]",
+                  "--metrics-port", "0"])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("autosizer: error: pipeline failed: Kafka at 127.0.0.1:") and (
+        "did not answer the start positions" in last and "start the broker or fix --bootstrap" in last), last
+    status = ControlChannel(store).status()
+    assert status["state"] == "failed" and "did not answer the start positions" in status["error"], status
+    assert store.committed_batch(1) == 0

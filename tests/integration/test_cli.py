@@ -95,7 +95,9 @@ def test_redis_unreachable_is_one_line_with_exit_2(cli):
     ("--batch-seconds", "nan", "'nan' must be a finite number >= 0.05"),
     ("--batch-seconds", "0", "'0' must be a finite number >= 0.05"),
     ("--run-ahead", "0.5", "'0.5' must be a finite number >= 1.0"),
-    ("--max-records", "1e999", "'1e999' is not a number"),
+    ("--max-records", "1e999", "'1e999' is not a whole number"),
+    ("--max-records", "2.5", "'2.5' is not a whole number"),  # it said "not a number"
+    ("--max-records", "0", "'0' must be a whole number >= 1"),
     ("--trigger", "inf", "'inf' must be a finite number >= 0.01"),
 ])
 def test_pipeline_batch_flags_are_checked(cli, flag, value, expected):
