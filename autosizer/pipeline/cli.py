@@ -123,9 +123,14 @@ def _spark(session: Any, master: str, job: str) -> Any:
 
 
 def _check_kinesis(endpoint: str | None, region: str | None) -> None:
-    """What boto3 would refuse only once Spark runs, with a traceback from inside the query: an
-    endpoint that is no URL, or no region anywhere in its chain (flag, environment, profile)."""
-    from botocore.exceptions import NoRegionError
+    """What boto3 would refuse only once Spark runs, with a traceback from inside the query: boto3
+    not installed, an endpoint that is no URL, or no region or credentials anywhere in its chain
+    (flag, environment, profile, role)."""
+    try:
+        import boto3
+        from botocore.exceptions import NoRegionError
+    except ImportError:
+        raise AppError("--source kinesis needs boto3: pip install 'autosizer[kinesis]'") from None
 
     from autosizer.pipeline.kinesis_source import kinesis_client
 
@@ -138,8 +143,6 @@ def _check_kinesis(endpoint: str | None, region: str | None) -> None:
                        "(or AWS_DEFAULT_REGION, or a region in the AWS profile)") from None
     except ValueError as exc:  # botocore's own check of the endpoint URL
         raise AppError(f"--kinesis-endpoint {endpoint!r}: {exc}") from None
-    import boto3
-
     if boto3.Session(region_name=region).get_credentials() is None:  # the client's chain finds none
         raise AppError("no AWS credentials for the Kinesis stream: set AWS_ACCESS_KEY_ID and "
                        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role "

@@ -100,16 +100,3 @@ def test_the_lineage_grouper_keeps_every_key_in_its_task_across_a_split_and_the_
             cp.advance(task.name, *tp, 10**30)
     moved = cp.migrate(split)
     assert moved.position("Shard_0-1-4", STREAM, 2) == 0 and moved.position("Shard_1-1-4", STREAM, 1) == 10**30
-
-
-def test_a_kinesis_endpoint_that_does_not_answer_raises_what_the_agent_counts_as_the_source_down(monkeypatch):
-    """The agent turns these into one line naming the flags (`PipelineAgent._source_down`); a
-    refused connection is botocore's EndpointConnectionError, which must be among them."""
-    from autosizer.embedded import free_port
-    from autosizer.pipeline import kinesis_source
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")):
-        monkeypatch.setenv(name, value)
-    positions = kinesis_source.KinesisPositions(f"http://127.0.0.1:{free_port()}", "us-east-1")
-    with pytest.raises(kinesis_source.unavailable_errors(), match="Could not connect to the endpoint URL"):
-        positions.oldest_offset("orders", 0)
