@@ -25,8 +25,10 @@ SHIPPED = str(ROOT / "deploy" / "autosizer.toml")
 HUGE = "1" + "0" * 26
 
 
-def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("AUTOSIZER_")}
+def run(args: list[str], env: dict[str, str] | None = None,
+        drop: tuple[str, ...] = ("AUTOSIZER_",)) -> subprocess.CompletedProcess:
+    """The CLI as its own process, without the environment variables that start with `drop`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     return subprocess.run([AUTOSIZER, *args], capture_output=True, text=True, timeout=60,
                           env={**clean, **(env or {})}, cwd=ROOT)
 
@@ -188,11 +190,9 @@ def test_a_kinesis_pipeline_without_a_region_or_credentials_says_so_before_spark
         redis_server, job, endpoint, env, needle):
     """Each was botocore's traceback from inside the first query (NoRegionError,
     NoCredentialsError) after Spark's start; now one line before it."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOSIZER_", "AWS_"))}
-    result = subprocess.run(
-        [AUTOSIZER, "pipeline", "run", "--source", "kinesis", "--kinesis-endpoint", endpoint, "--app",
-         "tests.apps:echo", "--sink", "file:/tmp/never", "--redis", redis_server.url, "--job", job],
-        capture_output=True, text=True, timeout=60, env={**clean, **NO_AWS, **env}, cwd=ROOT)
+    result = run(["pipeline", "run", "--source", "kinesis", "--kinesis-endpoint", endpoint, "--app",
+                  "tests.apps:echo", "--sink", "file:/tmp/never", "--redis", redis_server.url, "--job", job],
+                 {**NO_AWS, **env}, drop=("AUTOSIZER_", "AWS_"))
     assert needle in one_line(result), result.stderr
 
 
