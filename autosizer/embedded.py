@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,15 @@ def _cause(log: Path) -> str:
         return "no log"
     errors = [line for line in lines if _COMPLAINT.search(line)]
     return (errors or lines or ["nothing logged"])[0 if errors else -1][:300]
+
+
+def _scratch_dir(owner: object, prefix: str) -> Path:
+    """A work directory for a server given none: removed once its owner is collected or the
+    interpreter exits, not at `stop()`, so a restart finds its data (Redis' AOF) and the log a
+    failed start names is still there to read. Each test's servers left one in /tmp before."""
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    weakref.finalize(owner, shutil.rmtree, workdir, ignore_errors=True)
+    return Path(workdir)
 
 
 class _Process:
@@ -148,7 +158,7 @@ class EmbeddedRedis(_Process):
                  password: str | None = None, tls: bool = False):
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed: run `make setup`")
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-redis-"))
+        self.workdir = Path(workdir) if workdir else _scratch_dir(self, "autosizer-redis-")
         self.port = port or free_port()
         self._chosen_port = port is None
         self.log = self.workdir / "redis.log"  # redis-server writes it itself (--logfile)
@@ -377,7 +387,7 @@ class EmbeddedSparkCluster(_Process):
         self.spark_home = str(Path(pyspark.__file__).parent)
         self.port = free_port()
         self.cores, self.memory = cores, memory
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-spark-"))
+        self.workdir = Path(workdir) if workdir else _scratch_dir(self, "autosizer-spark-")
         self.worker: subprocess.Popen | None = None
 
     @property
@@ -435,7 +445,7 @@ class EmbeddedPrometheus(_Process):
         """`flags`: more server flags, such as a query limit a deployment sets (`--query.max-samples`)."""
         if shutil.which("prometheus") is None:
             raise RuntimeError("prometheus is not installed: run `make setup`")
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="autosizer-prometheus-"))
+        self.workdir = Path(workdir) if workdir else _scratch_dir(self, "autosizer-prometheus-")
         self.port = port or free_port()
         self._chosen_port = port is None
         self.log, self.config = self.workdir / "prometheus.log", self.workdir / "prometheus.yml"

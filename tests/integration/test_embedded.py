@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 from pathlib import Path
 
 import pytest
+import redis
 
 from autosizer.embedded import EmbeddedPrometheus, EmbeddedRedis, free_port
 from tests.servers import Broker, Kinesis
@@ -55,3 +57,21 @@ def test_free_port_picks_below_the_kernels_ephemeral_range():
     port = ports.pop()
     with socket.socket() as server:
         server.bind(("127.0.0.1", port))  # free when picked
+
+
+def test_a_work_directory_the_server_made_outlives_a_restart_and_goes_with_the_server():
+    """Redis and Prometheus given no work directory make one in /tmp; every test's server left
+    one behind. It stays through stop and start (Redis' AOF holds what was written) and is
+    removed once the server object is gone."""
+    server = EmbeddedRedis().start()
+    workdir = server.workdir
+    try:
+        redis.Redis.from_url(server.url).set("kept", "1")
+        server.restart()
+        assert redis.Redis.from_url(server.url).get("kept") == b"1"
+    finally:
+        server.stop()
+    assert workdir.exists()
+    del server
+    gc.collect()
+    assert not workdir.exists()
