@@ -5,36 +5,18 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
-import math
 import os
 import signal
 import sys
 import threading
 from typing import Any
 
-from autosizer.checks import argtype, whole
+from autosizer.checks import argtype, finite, whole
 from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
 
 
 class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
-
-
-def _number(low: float, kind: type = float):
-    """An argparse type: a finite number of `kind` at least `low`, or a one-line error."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not math.isfinite(value) or value < low:
-            what = "a whole number" if kind is int else "a finite number"
-            raise argparse.ArgumentTypeError(f"{text!r} must be {what} >= {low}")
-        return value
-
-    return parse
 
 
 def load_app(spec: str) -> Any:
@@ -81,23 +63,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", required=True, help="file:/dir (exactly once) or kafka:TOPIC")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"),
                         help="Spark master (default local[*]; spark://host:7077 for standalone)")
-    parser.add_argument("--trigger", type=_number(0.01), default=1.0,
+    parser.add_argument("--trigger", type=argtype("--trigger", finite, 0.01), default=1.0,
                         help="seconds between the starts of micro-batches when there is little to do (default 1)")
-    parser.add_argument("--batch-seconds", type=_number(0.05), default=3.0,
+    parser.add_argument("--batch-seconds", type=argtype("--batch-seconds", finite, 0.05), default=3.0,
                         help="each virtual task works at most this long per micro-batch; the source "
                              "admits about this much work, from measured rates (default 3)")
-    parser.add_argument("--run-ahead", type=_number(1.0), default=1.5,
+    parser.add_argument("--run-ahead", type=argtype("--run-ahead", finite, 1.0), default=1.5,
                         help="a batch reads this many batches of measured work past a partition's "
                              "slowest virtual task: how far a light bucket may run ahead (default 1.5)")
-    parser.add_argument("--max-records", type=_number(1, int),
+    parser.add_argument("--max-records", type=argtype("--max-records", whole, 1),
                         help="optional upper bound on records per micro-batch (memory); default none")
-    parser.add_argument("--parallelism", type=_number(1, int), help="slots per batch (default: Spark's)")
+    parser.add_argument("--parallelism", type=argtype("--parallelism", whole, 1), help="slots per batch (default: Spark's)")
     parser.add_argument("--default-offsets", choices=["earliest", "latest"], default="earliest",
                         help="where partitions without a checkpoint start")
     parser.add_argument("--metrics-port", type=argtype("--metrics-port", whole, 0, 65535), default=9108,
                         help="serve Prometheus /metrics on this port (default 9108; 0: any free port)")
     parser.add_argument("--metrics-address", default="127.0.0.1", help="address for /metrics")
-    parser.add_argument("--redis-outage-s", type=_number(0.0), default=60.0,
+    parser.add_argument("--redis-outage-s", type=argtype("--redis-outage-s", finite, 0.0), default=60.0,
                         help="ride through a Redis outage this long (the commit is retried, the "
                              "query keeps its place), then exit with one line (default 60)")
     parser.add_argument("--wait-for-start", action="store_true",
