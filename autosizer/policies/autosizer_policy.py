@@ -277,7 +277,8 @@ class AutosizerPolicy:
             assert plan is not None
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but {why}", details)
         if max(wish, early) > current:
-            reason = _needs(obs, forecast, lag, wish, task_rate, first_days)
+            reason = _needs(obs, forecast, lag, wish, task_rate, first_days,
+                            wanted=forecast > self.target * obs.capacity(wish, task_rate))
             if plan is not None and early > wish:
                 reason = self._plan_reason(obs, plan, early) + "; " + reason
                 wish, planned_up, planned_peak = early, obs.time, arriving
@@ -285,7 +286,7 @@ class AutosizerPolicy:
                 planned_up, planned_peak = obs.time, arriving
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
             wish, reason = current, ("hold: catching up, never scale down during backlog"
-                                     f"{_cores_note(obs, current, task_rate)}")
+                                     f"{_ceiling_note(obs, current, task_rate)}")
         else:
             wish, reason = self._lower(obs, task_rate, forecast, max(rates), peaks, planned, planned_up, raised)
             if wish == current and not reason:
@@ -316,7 +317,7 @@ class AutosizerPolicy:
         factor's `capacity`, and, when more would be wanted, what stops it (the cores, the band)."""
         reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if forecast > self.target * capacity:  # more would be wanted: say why it is not
-            reason += _cores_note(obs, obs.factor, task_rate)
+            reason += _ceiling_note(obs, obs.factor, task_rate)
         if banded:
             reason += f", within the {self.up:.0%} scale-up band and nobody behind"
         return reason
@@ -565,13 +566,14 @@ def _trial_of(obs: Observation, last: AutosizerState) -> tuple[int, int, float, 
     return (last.factor, obs.factor, before, last.task_rate) if before > 0 else None
 
 
-def _needs(obs: Observation, forecast: float, lag: float, factor: int, task_rate: float, sized: str = "") -> str:
+def _needs(obs: Observation, forecast: float, lag: float, factor: int, task_rate: float, sized: str = "",
+           wanted: bool = True) -> str:
     """Why the input needs `factor`: the forecast, the lag, how it was sized (`sized`, a note),
-    and the capacity measured there."""
+    the capacity measured there, and what caps it where more is `wanted` than it gives."""
     return (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {factor}{sized}: measured capacity "
             f"{obs.capacity(factor, task_rate):.0f}/s there ({obs.capacity(obs.factor, task_rate):.0f}/s at "
             f"{obs.factor}; {task_rate:.1f}/s per task, busiest thread {_hottest(obs, factor):.1%})"
-            f"{_cores_note(obs, factor, task_rate)}")
+            f"{_ceiling_note(obs, factor, task_rate, wanted)}")
 
 
 def _behind(obs: Observation, seconds: float) -> bool:
@@ -610,17 +612,25 @@ def _near(obs: Observation, best: float) -> float:
     return CORES_NEAR if _capped(obs, best) else 0.95
 
 
-def _cores_note(obs: Observation, factor: int, task_rate: float) -> str:
-    """Why `factor` is as far as it goes, when the cores cap it: said in the reason, since a job
-    that stays behind at the factor it was given needs cores, not a larger factor."""
-    ceiling = obs.cpu_ceiling
-    if ceiling is None:
+def _ceiling_note(obs: Observation, factor: int, task_rate: float, wanted: bool = True) -> str:
+    """Why `factor` is as far as it goes, when no larger factor adds capacity: said in the
+    reason, since a job that stays behind at the factor it was given needs something other than
+    a larger factor. Either the cores cap it, or its busiest threads already run one key each
+    (16 customers on 4 partitions top out at factor 4, run 112). The keys'
+    note only where more is `wanted`: a job sized at its top factor with room to spare needs none."""
+    capacities = obs.capacities(task_rate)
+    most = float(capacities.max())  # the most any factor can
+    here = obs.capacity(factor, task_rate)
+    if here < _near(obs, most) * most:
+        return ""  # a larger factor still takes more
+    if _capped(obs, most):
+        return (f"; the cores cap the job at {obs.duty * obs.cpu_ceiling:.0f}/s whatever the factor (CPU "
+                f"measured per record; more cores, not a larger factor, would take more)")
+    if not wanted or factor == FACTORS[-1]:
         return ""
-    most = float(obs.capacities(task_rate).max())  # the most any factor can: is it the cores'?
-    if not (_capped(obs, most) and obs.capacity(factor, task_rate) >= _near(obs, most) * most):
-        return ""
-    return (f"; the cores cap the job at {obs.duty * ceiling:.0f}/s whatever the factor (CPU "
-            f"measured per record; more cores, not a larger factor, would take more)")
+    return (f"; more buckets add little past {factor}: the busiest thread's keys are "
+            f"{_hottest(obs, factor):.1%} of their partition and a key is never split, so the job "
+            f"tops out near {most:.0f}/s; more partitions or a cheaper record would take more")
 
 
 def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float) -> int:

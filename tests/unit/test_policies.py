@@ -319,6 +319,31 @@ def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
     assert "measured capacity 1700/s" in measured.reason
 
 
+def test_autosizer_says_when_the_keys_cap_the_job_and_no_larger_factor_helps():
+    """Run 112's job: 16 customers on 4 partitions, so from factor 4 each partition's busiest
+    thread runs one customer, a quarter of the partition, whatever the factor. 1,200/s needs more
+    than the 1,360/s factor 4 gives at the target; no factor gives more, and the reason said only
+    "need 4" beside a capacity below the forecast. It now says the keys are the limit."""
+    policy = load_policy("autosizer")
+    few = np.full((4, 11), 0.25)
+    few[:, :2] = [1.0, 0.5]  # factors 1 and 2; from 4 on, one customer a thread
+    busy = dict(input_rate=1200, task_rate=100, processed=400, hot_shares=few, duty=0.85)
+    up, state = policy.decide(observe(factor=1, lag=5000, **busy))
+    assert up.factor == 4
+    assert "more buckets add little past 4: the busiest thread's keys are 25.0% of their partition" in up.reason
+    assert "tops out near 1360/s" in up.reason
+    held, _ = policy.decide(observe(factor=4, time=60.0, **{**busy, "processed": 1200}))
+    assert held.factor == 4 and "utilization 88%" in held.reason and "more buckets add little" in held.reason
+    # room to spare at the top factor: nothing more is wanted, nothing to explain
+    quiet, _ = policy.decide(observe(factor=4, time=60.0, **{**busy, "input_rate": 300, "processed": 300}))
+    assert "more buckets" not in quiet.reason
+    # many keys: a larger factor still takes more, so no such note (the demo's 200 customers)
+    many = np.full((4, 11), np.nan)
+    many[:, :5] = [1.0, 0.56, 0.34, 0.2, 0.12]
+    grows, _ = policy.decide(observe(factor=1, lag=5000, **{**busy, "hot_shares": many}))
+    assert grows.factor == 8 and "more buckets" not in grows.reason
+
+
 def test_autosizer_goes_straight_to_the_factor_where_the_measured_cores_cap_the_job():
     """4 partitions at 400/s per task, records costing 2.5 ms of CPU on 8 cores: the cores do
     3,200/s whatever the factor. 9,000/s behind needs more than any factor gives: without the CPU
