@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
@@ -80,6 +81,15 @@ class PipelineFailed(RuntimeError):
     """The query stopped with an error; the agent reported `failed` with this message."""
 
 
+BROKER_TIMEOUT_MS = 5000  # one broker attempt's wait (kafka.timeoutMs)
+
+
+def broker_attempts(outage_s: float, timeout_ms: int = BROKER_TIMEOUT_MS) -> int:
+    """The broker attempts that ride through an outage of `outage_s`: each waits `timeout_ms`
+    for an answer (and a short back-off after), so the query fails no sooner than that."""
+    return max(1, math.ceil(outage_s * 1000 / timeout_ms))
+
+
 @dataclass
 class PipelineConfig:
     job: str
@@ -98,7 +108,7 @@ class PipelineConfig:
     kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
     redis_outage_s: float = 60.0  # ride through a Redis outage this long, then fail
     drain_wait_s: float = 300.0  # a drain waits this long for the in-flight batch
-    kafka_timeout_ms: int = 5000
+    kafka_timeout_ms: int = BROKER_TIMEOUT_MS
     # "kafka" (topics on `bootstrap`) or "kinesis" (streams; a shard is a partition), read at
     # `kinesis_endpoint` (default: AWS) in `kinesis_region`, credentials from boto3's chain
     source: str = "kafka"

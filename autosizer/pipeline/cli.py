@@ -82,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-outage-s", type=argtype("--redis-outage-s", finite, 0.0), default=60.0,
                         help="ride through a Redis outage this long (the commit is retried, the "
                              "query keeps its place), then exit with one line (default 60)")
+    parser.add_argument("--broker-outage-s", type=argtype("--broker-outage-s", finite, 1.0, 86400.0),
+                        default=25.0,
+                        help="Kafka: ride through a broker that does not answer this long (each batch's "
+                             "reads wait and retry; nothing is lost or repeated), then exit with one "
+                             "line (default 25)")
     parser.add_argument("--wait-for-start", action="store_true",
                         help="do not start until the controller sends a start request")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> None:
 
     from pyspark.sql import SparkSession
 
-    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
+    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig, broker_attempts
 
     spark = _spark(SparkSession, args.master, args.job)
     spark.sparkContext.setLogLevel("ERROR")
@@ -158,6 +163,7 @@ def run(args: argparse.Namespace) -> None:
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
+        kafka_retries=broker_attempts(args.broker_outage_s),
         source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)

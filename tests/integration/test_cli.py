@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autosizer.controller.cli import main
+from autosizer.pipeline.agent import broker_attempts
 from tests.servers import free_port
 
 pytestmark = pytest.mark.integration
@@ -104,6 +105,8 @@ def test_redis_unreachable_is_one_line_with_exit_2(cli):
     ("--parallelism", "1_000", "--parallelism must be a whole number like 8, not '1_000'"),
     ("--trigger", "inf", "--trigger must be a number like 30, not 'inf'"),
     ("--redis-outage-s", "-1", "--redis-outage-s must be >= 0, not -1.0"),
+    ("--broker-outage-s", "0", "--broker-outage-s must be >= 1, not 0.0"),
+    ("--broker-outage-s", "inf", "--broker-outage-s must be a number like 30, not 'inf'"),
 ])
 def test_pipeline_batch_flags_are_checked(flag, value, expected, capsys):
     """Parsed in this process (the flags are refused before anything starts); the launch below
@@ -113,6 +116,13 @@ def test_pipeline_batch_flags_are_checked(flag, value, expected, capsys):
               "--bootstrap", "127.0.0.1:1", flag, value])
     assert exit_.value.code == 2
     assert f"argument {flag}: {expected}" in capsys.readouterr().err
+
+
+def test_the_broker_outage_bound_is_whole_attempts_of_the_brokers_timeout():
+    """`--broker-outage-s` sets how many 5 s broker attempts a batch makes before the query
+    fails: the default 25 s is the 5 attempts the pipeline always made."""
+    assert [broker_attempts(s) for s in (1.0, 5.0, 25.0, 25.5, 60.0)] == [1, 1, 5, 6, 12]
+    assert broker_attempts(2.0, timeout_ms=500) == 4
 
 
 def test_a_bad_pipeline_flag_is_one_line_from_the_command(cli):
