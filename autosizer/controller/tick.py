@@ -29,13 +29,18 @@ from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
+from autosizer.pipeline.control import ControlChannel
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
 from autosizer.policies.history import TRUST_WINDOW_S, InputHistory
+from autosizer.redaction import clip, redact
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_DOWNTIME_S = 10.0  # a Spark query restart, until the first rescale measures it
+# A pipeline reports to Redis ten times a second; one silent this long is not running (killed, or
+# its host gone), though Prometheus may still hold its last samples for a rate window.
+PIPELINE_SILENT_S = 30.0
 
 
 @dataclass
@@ -200,10 +205,31 @@ class Tick:
         if overrides.factor is not None:
             return Decision(overrides.factor, f"pinned to {overrides.factor} by override")
         if evaluation.problems:
-            return Decision(layout.factor, "hold: " + "; ".join(evaluation.problems))
+            return Decision(layout.factor, "hold: " + "; ".join([*self._pipeline_down(), *evaluation.problems]))
         wish, self.policy_state = self.policy.decide(obs, self.policy_state)
         decision, self.guard_state = overrides.guards(self.guards).apply(obs, wish, self.guard_state)
         return decision
+
+    def _pipeline_down(self) -> list[str]:
+        """Why the metrics are missing, when the pipeline's own report in Redis says so: it failed
+        (its error), it stopped reporting, or it never reported. Prometheus shows only that the
+        series are gone, and the reason then asked whether Prometheus scrapes the pipeline."""
+        try:
+            status = ControlChannel(self.store).status()
+        except StoreError:
+            return []  # Redis' own trouble is reported where the tick reads it
+        state = status.get("state")
+        if not state:
+            return ["the pipeline has never reported to Redis (is it running, with this job's --job and --redis?)"]
+        if state == "failed":
+            return [f"the pipeline failed: {clip(redact(status.get('error') or 'no error recorded'), 500)}"]
+        try:
+            silent = self._wall - int(status.get("heartbeat_ms", "")) / 1000
+        except ValueError:
+            return []
+        if silent > PIPELINE_SILENT_S:
+            return [f"the pipeline last reported {state} {silent:.0f}s ago (killed, or its host gone?)"]
+        return []
 
     def _with_history(self, obs: Observation) -> Observation:
         """Record this tick's input in the history (Redis too) and hand the history to the policy;

@@ -21,13 +21,15 @@ from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import load_config
 from autosizer.controller.daemon import build_tick
 from autosizer.controller.history import HistoryStore
+from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.lease import LeaderLease
 from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import OverrideStore
 from autosizer.controller.queries import DEFAULT_QUERIES
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
-from autosizer.embedded import free_port
+from autosizer.embedded import EmbeddedPrometheus, free_port
+from autosizer.pipeline.control import ControlChannel
 from autosizer.policies.history import DAY_S, InputHistory
 from tests.daemon_harness import AUTOSIZER, ROOT, scraped_job, start_daemon, stop, write_config
 from tests.integration.test_pipeline import wait_until
@@ -117,6 +119,34 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert record.outcome == "hold" and "prometheus unreachable" in record.reason and record.target == 1
         prometheus.start()
         wait_until(lambda: not collector.collect().problems, 60, "Prometheus back")
+
+
+def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path):
+    """Prometheus up, the pipeline's series gone: the hold named Prometheus' scrape as the suspect
+    whether the pipeline had failed, been killed or never started. The pipeline's own report in
+    Redis says which; a secret in its error stays out of the journal."""
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=1))
+    with EmbeddedPrometheus([], tmp_path / "prom") as prometheus:
+        config = load_config(write_config(tmp_path / "a.toml", job, redis_server.url, prometheus.url,
+                                          actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""}), {})
+        tick = build_tick(config)
+        never = tick()
+        assert never.outcome == "hold" and never.target == 1
+        assert never.reason.startswith("hold: the pipeline has never reported to Redis"), never.reason
+        assert "is Prometheus scraping the pipeline's /metrics?" in never.reason  # what Prometheus says stays
+        control = ControlChannel(store)
+        control.report("failed", generation=1, batches=3,
+                       error="Kafka at 127.0.0.1:9092 did not answer list topics; redis://:hunter2@10.0.0.5:6379/0")
+        failed = tick()
+        assert "the pipeline failed: Kafka at 127.0.0.1:9092 did not answer list topics" in failed.reason
+        assert "hunter2" not in json.dumps(DecisionJournal(store).last(1))
+        store.redis.hset(store.keys.agent, mapping={"state": "running@1", "heartbeat_ms": int((time.time() - 90) * 1000)})
+        killed = tick()
+        assert "the pipeline last reported running@1 9" in killed.reason and "s ago" in killed.reason
+        control.report("running@1", generation=1, batches=4)  # alive: the metrics are the question
+        alive = tick()
+        assert alive.reason.startswith("hold: no ") and "the pipeline" not in alive.reason.split(":")[1]
 
 
 def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_server, job, tmp_path):
