@@ -21,7 +21,6 @@ import numpy as np
 from autosizer.actuators.journal import ActuationJournal, last_rescale
 from autosizer.checks import argtype, duration, whole
 from autosizer.controller.backoff import Backoff, BackoffStore
-from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import DEFAULT_REDIS, ConfigError, PrometheusSection, load_config
 from autosizer.controller.history import HistoryStore
 from autosizer.controller.journal import DecisionJournal
@@ -194,6 +193,9 @@ def history_backfill(args: argparse.Namespace) -> None:
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus {url[:80]!r} must start with http:// or https://")
     # the daemon's own reader of its input, with a backfill's patience for days of points
+    # (imported here: its HTTP client is a fifth of every other command's start-up)
+    from autosizer.controller.collector import PrometheusCollector
+
     collector = PrometheusCollector(url, prometheus.queries, prometheus.selector, prometheus.window, timeout_s=30.0)
     store, now = _store(args), time.time()
     history = HistoryStore(store, zone=zone)  # the daemon's zone (its days dropped if kept in another)
