@@ -128,7 +128,8 @@ def summarize_error(text: str) -> str:
         if ": " in stripped and head.replace(".", "").replace("_", "").isalnum() and (
             head.endswith(("Error", "Exception", "Failed", "Unavailable", "Generation"))
         ):
-            return stripped
+            # our own exceptions by their name alone (AppFailed, KafkaUnavailable): the message says the rest
+            return stripped.removeprefix(head.rpartition(".")[0] + ".") if head.startswith("autosizer.") else stripped
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 

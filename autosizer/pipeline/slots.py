@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from autosizer.elasticity import MAX_FACTOR, Checkpoints, key_hashes
 from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_workers, lane_modulus
+from autosizer.redaction import clip
 
 Output = tuple[bytes | None, bytes]
 # Seconds; the edges of the process-time histogram (the seed's process-ns).
@@ -46,6 +47,12 @@ CHUNK_ROWS = 256
 # A lane's turn on a thread: short enough that lanes share the threads evenly (and a deadline cuts
 # them close together), long enough that taking turns costs well under 1% of the work.
 QUANTUM_NS = 20_000_000
+
+
+class AppFailed(RuntimeError):
+    """The app's function raised on a record. The batch fails with it, so nothing of the batch is
+    committed and a restart reads the record again: the message names where it is (not its key
+    or value, which are the user's data) for an operator to fix the app or the record."""
 
 
 class Record(NamedTuple):
@@ -348,7 +355,13 @@ class _LanePool:
                     return True
                 record = Record(key, value, stats.topic, stats.partition, offset, stamp)
                 r0 = time.perf_counter_ns()
-                produced = normalize_outputs(self.process(record))
+                try:
+                    produced = normalize_outputs(self.process(record))
+                except Exception as exc:
+                    raise AppFailed(
+                        f"the app raised on {stats.topic}[{stats.partition}] at offset {offset}: "
+                        f"{type(exc).__name__}: {clip(str(exc), 300)} (nothing of the batch was committed; "
+                        f"the pipeline stops on this record again until the app handles it)") from exc
                 elapsed = time.perf_counter_ns() - r0
                 lane.process_ns += elapsed
                 lane.histogram[bisect.bisect_left(PROCESS_TIME_BUCKETS_NS, elapsed)] += 1

@@ -74,14 +74,14 @@ def check_exactly_once_in_key_order(table, total: int) -> None:
 
 @pytest.fixture
 def pipeline(spark, broker, redis_server, job, tmp_path):
-    def make(partitions: int, factor: int, **config):
+    def make(partitions: int, factor: int, process=echo, **config):
         broker.create_topic("orders", partitions)
         store = MetadataStore(redis_server.url, job)
         store.init_layout(Layout(topics={"orders": partitions}, factor=factor))
         sink = FileSink(tmp_path / "out")
         cfg = PipelineConfig(job=job, redis_url=redis_server.url, bootstrap=broker.bootstrap,
                              trigger_seconds=0.3, **config)
-        agent = PipelineAgent(spark, cfg, echo, sink)
+        agent = PipelineAgent(spark, cfg, process, sink)
         return store, agent, sink
 
     return make
@@ -335,6 +335,33 @@ def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broke
     assert store.committed_batch(1) == committed
     assert store.checkpoints().to_json() == before
     assert ControlChannel(store).status()["state"] == "failed"
+
+
+def test_a_record_the_app_raises_on_fails_the_query_naming_where_it_is_and_commits_nothing(pipeline, broker):
+    """A poison record: the app's exception fails the batch (a restart reads the record again, so
+    nothing is skipped); the failure names the record's partition and offset, where it named only
+    the app's exception inside Spark's traceback."""
+    def poison(record):
+        if record.value == b"13":
+            raise ValueError("cannot parse order 13")
+        return echo(record)
+
+    store, agent, sink = pipeline(partitions=2, factor=2, process=poison)
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(40)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        thread.join(120)
+    finally:
+        stop.set()
+        agent.close()
+    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
+    message = str(errors[0])
+    assert message.startswith("AppFailed: the app raised on orders[1] at offset 6: ValueError: cannot parse "
+                              "order 13 (nothing of the batch was committed"), message
+    status = ControlChannel(store).status()
+    assert status["state"] == "failed" and status["error"] == message
+    done = [v.split(b":")[2] for v in read_committed(sink.path).column("value").to_pylist()]
+    assert b"13" not in done
 
 
 def test_a_broker_away_for_less_than_the_outage_bound_is_ridden_through(spark, redis_server, job, tmp_path):
