@@ -29,7 +29,7 @@ from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
-from autosizer.pipeline.control import ControlChannel
+from autosizer.pipeline.control import SILENT_S, ControlChannel
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
 from autosizer.policies.history import TRUST_WINDOW_S, InputHistory
@@ -38,9 +38,6 @@ from autosizer.redaction import clip, redact
 log = structlog.get_logger(__name__)
 
 DEFAULT_DOWNTIME_S = 10.0  # a Spark query restart, until the first rescale measures it
-# A pipeline reports to Redis ten times a second; one silent this long is not running (killed, or
-# its host gone), though Prometheus may still hold its last samples for a rate window.
-PIPELINE_SILENT_S = 30.0
 
 
 @dataclass
@@ -227,7 +224,7 @@ class Tick:
             silent = self._wall - int(status.get("heartbeat_ms", "")) / 1000
         except ValueError:
             return []
-        if silent > PIPELINE_SILENT_S:
+        if silent > SILENT_S:
             return [f"the pipeline last reported {state} {silent:.0f}s ago (killed, or its host gone?)"]
         return []
 

@@ -14,6 +14,9 @@ from typing import Any
 from autosizer.elasticity.store import MetadataStore
 
 ACTIONS = ("drain", "start")
+# The agent reports ten times a second; one silent this long is not running (killed, or its host
+# gone), whatever state it last reported.
+SILENT_S = 30.0
 
 
 class ControlChannel:

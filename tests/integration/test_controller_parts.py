@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from autosizer.actuators.base import ActuatorContext
 from autosizer.actuators.journal import ActuationJournal, JournalRefused
 from autosizer.actuators.registry import actuator_names, load_actuator
+from autosizer.controller.cli import main
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import load_config
 from autosizer.controller.daemon import build_tick
@@ -121,7 +122,8 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         wait_until(lambda: not collector.collect().problems, 60, "Prometheus back")
 
 
-def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path):
+def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path,
+                                                                             capsys):
     """Prometheus up, the pipeline's series gone: the hold named Prometheus' scrape as the suspect
     whether the pipeline had failed, been killed or never started. The pipeline's own report in
     Redis says which; a secret in its error stays out of the journal."""
@@ -144,9 +146,13 @@ def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(re
         store.redis.hset(store.keys.agent, mapping={"state": "running@1", "heartbeat_ms": int((time.time() - 90) * 1000)})
         killed = tick()
         assert "the pipeline last reported running@1 9" in killed.reason and "s ago" in killed.reason
+        assert main(["status", "--job", job, "--redis", redis_server.url]) == 0  # it said "running@1"
+        assert "s ago): not running (killed, or its host gone?)" in capsys.readouterr().out
         control.report("running@1", generation=1, batches=4)  # alive: the metrics are the question
         alive = tick()
         assert alive.reason.startswith("hold: no ") and "the pipeline" not in alive.reason.split(":")[1]
+        assert main(["status", "--job", job, "--redis", redis_server.url]) == 0
+        assert "not running" not in capsys.readouterr().out
 
 
 def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_server, job, tmp_path):
