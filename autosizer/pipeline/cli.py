@@ -14,6 +14,8 @@ from typing import Any
 from autosizer.checks import argtype, finite, whole
 from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
 
+BROKER_OUTAGE_S = 25.0  # --broker-outage-s's default: the 5 broker attempts the pipeline always made
+
 
 class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
@@ -83,7 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ride through a Redis outage this long (the commit is retried, the "
                              "query keeps its place), then exit with one line (default 60)")
     parser.add_argument("--broker-outage-s", type=argtype("--broker-outage-s", finite, 1.0, 86400.0),
-                        default=25.0,
                         help="Kafka: ride through a broker that does not answer this long (each batch's "
                              "reads wait and retry; nothing is lost or repeated), then exit with one "
                              "line (default 25)")
@@ -142,6 +143,9 @@ def run(args: argparse.Namespace) -> None:
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
     if args.source == "kinesis":
+        if args.broker_outage_s is not None:
+            raise AppError("--broker-outage-s bounds a Kafka broker's outage: a Kinesis pipeline's reads wait "
+                           "up to 30 s a shard and boto3 retries 5 times (drop the flag, or use --source kafka)")
         _check_kinesis(args.kinesis_endpoint, args.region)
     from autosizer.controller.logging import configure_logging
 
@@ -163,7 +167,7 @@ def run(args: argparse.Namespace) -> None:
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
-        kafka_retries=broker_attempts(args.broker_outage_s),
+        kafka_retries=broker_attempts(BROKER_OUTAGE_S if args.broker_outage_s is None else args.broker_outage_s),
         source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)
