@@ -75,7 +75,7 @@ def _cause(log: Path) -> str:
 def _scratch_dir(owner: object, prefix: str) -> Path:
     """A work directory for a server given none: removed once its owner is collected or the
     interpreter exits, not at `stop()`, so a restart finds its data (Redis' AOF) and the log a
-    failed start names is still there to read. Each test's servers left one in /tmp before."""
+    failed start names is still there to read. Until session 41 it stayed in /tmp for good."""
     workdir = tempfile.mkdtemp(prefix=prefix)
     weakref.finalize(owner, shutil.rmtree, workdir, ignore_errors=True)
     return Path(workdir)
