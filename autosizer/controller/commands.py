@@ -31,7 +31,7 @@ from autosizer.elasticity.layout import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, NoLayout
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import problems as topology_problems
-from autosizer.pipeline.control import SILENT_S, ControlChannel
+from autosizer.pipeline.control import NOT_RUNNING, SILENT_S, ControlChannel, silence
 from autosizer.policies.history import DAY_S, InputHistory
 
 BACKFILL_DAYS = 14  # the history keeps 15 days, today's included
@@ -315,10 +315,9 @@ def _render_status(s: dict[str, Any]) -> str:
         lines.append("broker     " + ", ".join(f"{t}={n}" for t, n in sorted(s["topology"]["broker"].items()))
                      + f"  (differs from the layout; reported {s['topology']['reported']})")
     p = s["pipeline"]
-    beat = p.get("heartbeat_ms")
-    silent = time.time() - int(beat) / 1000 if beat else None
+    silent = silence(p, time.time())
     age = "" if silent is None else f"  (heartbeat {silent:.0f}s ago)" + (
-        ": not running (killed, or its host gone?)" if silent > SILENT_S and p.get("state") != "failed" else "")
+        f": not running ({NOT_RUNNING})" if silent > SILENT_S and p.get("state") != "failed" else "")
     lines.append(f"pipeline   {p.get('state')}{age}" + (f"  error: {p['error']}" if p.get("error") else ""))
     d = s["last_decision"]
     if d:

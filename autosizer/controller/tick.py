@@ -29,7 +29,7 @@ from autosizer.controller.metrics import DaemonMetrics
 from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
-from autosizer.pipeline.control import SILENT_S, ControlChannel
+from autosizer.pipeline.control import NOT_RUNNING, SILENT_S, ControlChannel, silence
 from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
 from autosizer.policies.history import TRUST_WINDOW_S, InputHistory
@@ -220,12 +220,9 @@ class Tick:
             return ["the pipeline has never reported to Redis (is it running, with this job's --job and --redis?)"]
         if state == "failed":
             return [f"the pipeline failed: {clip(redact(status.get('error') or 'no error recorded'), 500)}"]
-        try:
-            silent = self._wall - int(status.get("heartbeat_ms", "")) / 1000
-        except ValueError:
-            return []
-        if silent > SILENT_S:
-            return [f"the pipeline last reported {state} {silent:.0f}s ago (killed, or its host gone?)"]
+        silent = silence(status, self._wall)
+        if silent is not None and silent > SILENT_S:
+            return [f"the pipeline last reported {state} {silent:.0f}s ago ({NOT_RUNNING})"]
         return []
 
     def _with_history(self, obs: Observation) -> Observation:

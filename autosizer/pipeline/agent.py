@@ -82,6 +82,7 @@ class PipelineFailed(RuntimeError):
 
 
 BROKER_TIMEOUT_MS = 5000  # one broker attempt's wait (kafka.timeoutMs)
+BROKER_OUTAGE_S = 25.0  # --broker-outage-s's default: the 5 broker attempts the pipeline always made
 
 
 def broker_attempts(outage_s: float, timeout_ms: int = BROKER_TIMEOUT_MS) -> int:
@@ -105,7 +106,8 @@ class PipelineConfig:
     metrics_port: int | None = None  # serve /metrics here (0: pick a free port)
     metrics_address: str = "127.0.0.1"
     lag_probe_seconds: float = 1.0
-    kafka_retries: int = 5  # broker attempts before the query fails (nothing is committed)
+    # broker attempts before the query fails (nothing is committed): at the default, BROKER_OUTAGE_S
+    kafka_retries: int = broker_attempts(BROKER_OUTAGE_S)
     redis_outage_s: float = 60.0  # ride through a Redis outage this long, then fail
     drain_wait_s: float = 300.0  # a drain waits this long for the in-flight batch
     kafka_timeout_ms: int = BROKER_TIMEOUT_MS

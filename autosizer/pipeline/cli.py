@@ -14,8 +14,6 @@ from typing import Any
 from autosizer.checks import argtype, finite, whole
 from autosizer.pipeline.sinks import FileSink, KafkaSink, Sink
 
-BROKER_OUTAGE_S = 25.0  # --broker-outage-s's default: the 5 broker attempts the pipeline always made
-
 
 class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
@@ -157,7 +155,12 @@ def run(args: argparse.Namespace) -> None:
 
     from pyspark.sql import SparkSession
 
-    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig, broker_attempts
+    from autosizer.pipeline.agent import (
+        BROKER_OUTAGE_S,
+        PipelineAgent,
+        PipelineConfig,
+        broker_attempts,
+    )
 
     spark = _spark(SparkSession, args.master, args.job)
     spark.sparkContext.setLogLevel("ERROR")
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace) -> None:
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
-        kafka_retries=broker_attempts(BROKER_OUTAGE_S if args.broker_outage_s is None else args.broker_outage_s),
+        kafka_retries=broker_attempts(args.broker_outage_s or BROKER_OUTAGE_S),  # None: not given
         source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)

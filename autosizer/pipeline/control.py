@@ -17,6 +17,16 @@ ACTIONS = ("drain", "start")
 # The agent reports ten times a second; one silent this long is not running (killed, or its host
 # gone), whatever state it last reported.
 SILENT_S = 30.0
+NOT_RUNNING = "killed, or its host gone?"  # what a silent pipeline's report is taken to mean
+
+
+def silence(status: dict[str, str], now: float) -> float | None:
+    """Seconds since the agent's last report (`status` as `ControlChannel.status` reads it); None
+    when it never reported or the heartbeat is unreadable (written by hand)."""
+    try:
+        return now - int(status["heartbeat_ms"]) / 1000
+    except (KeyError, ValueError):
+        return None
 
 
 class ControlChannel:
