@@ -5,6 +5,7 @@ import sys
 import uuid
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from tests import spark_archive
@@ -44,6 +45,17 @@ def pytest_configure(config):
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
 settings.load_profile("autosizer")
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults():
+    """Each test starts from structlog's defaults: a CLI `main()` run in-process configures the
+    log level for the whole process (warning, for the controller's), and a later test in the same
+    worker reading an info event through `capture_logs` then found nothing (its filter drops the
+    event before the capture sees it), which made such tests pass or fail by test order."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")
