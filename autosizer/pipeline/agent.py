@@ -53,6 +53,7 @@ from autosizer.pipeline.kafka_source import EPOCH, offset_key, read_slot, regist
 from autosizer.pipeline.metrics import PipelineMetrics, SlotStats, serve
 from autosizer.pipeline.sinks import Sink
 from autosizer.pipeline.slots import ProcessFn, TaskProgress, WallDeadline, run_slot
+from autosizer.pipeline.worker_gc import freeze_imports
 
 log = structlog.get_logger(__name__)
 
@@ -674,6 +675,7 @@ class PipelineAgent:
         def slot(batches):
             from pyspark import TaskContext
 
+            freeze_imports()
             slot_id = TaskContext.get().partitionId()
             batches = list(batches)
             if not batches:

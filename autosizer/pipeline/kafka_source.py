@@ -51,6 +51,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from autosizer.pipeline.worker_gc import freeze_imports
+
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 )
@@ -283,6 +285,7 @@ class KafkaRangesDataSource(KafkaDataSource):
 
 class KafkaRangesStreamReader(KafkaStreamReader):
     def read(self, partition: KafkaSlot) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         yield pa.RecordBatch.from_pylist(
             [{"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
              for r in partition.ranges],

@@ -42,6 +42,7 @@ from pyspark.sql.types import StructType
 
 from autosizer.elasticity.shards import Shard
 from autosizer.pipeline.kafka_source import EPOCH, pack, parse_offset_key, read_plan
+from autosizer.pipeline.worker_gc import freeze_imports
 
 SCHEMA = "key binary, value binary, topic string, partition int, offset string, timestamp timestamp"
 ARROW_SCHEMA = pa.schema(
@@ -363,6 +364,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         """Nothing: progress is committed per virtual task to Redis by the pipeline."""
 
     def read(self, partition: KinesisSlot) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         reader = ShardReader(kinesis_client(self.endpoint, self.region), self.stream)
         for r in partition.reads:
             rows = list(reader.records(reader.iterator(r.shard, r.start), r.span, r.start,
