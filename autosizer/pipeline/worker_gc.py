@@ -4,7 +4,7 @@ PySpark's worker daemon runs a full `gc.collect()` after every task a reused wor
 A full collection walks every tracked object in the process, and a slot's worker holds the
 whole import graph (pyarrow, numpy, confluent_kafka, redis, the user's app): on a job at 50
 records/s its Python workers spent most of their CPU in the collector, and the pipeline took
-0.90 cores where it takes 0.50 with the modules frozen out of it (`gc.freeze`; BENCHMARKS,
+0.82 cores where it takes 0.52 with the modules frozen out of it (`gc.freeze`; BENCHMARKS,
 `bench_worker_gc.py`). What tasks create is collected as before.
 """
 
