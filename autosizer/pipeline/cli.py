@@ -101,12 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _spark(session: Any, master: str, job: str, gc_freeze: bool = True) -> Any:
     """The driver's session; a master Spark cannot start on (`--master nope`, no Java) is one line
     naming the flag, after Spark's own words on stderr, not PySpark's traceback. The Python
-    workers learn `--no-gc-freeze` from their environment, which Spark sets from `executorEnv`
-    on a cluster and inherits from this process in local mode."""
+    workers learn `--no-gc-freeze` from `executorEnv`, which PySpark hands every Python function
+    it runs, locally and on a cluster alike (checked in local mode: the driver's own environment
+    is not needed)."""
     from pyspark.errors import PySparkException
 
     freeze = "1" if gc_freeze else "0"
-    os.environ[GC_FREEZE_ENV] = freeze
     try:
         return (session.builder.master(master).appName(f"autosizer-{job}")
                 .config("spark.ui.enabled", "false")
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> None:
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
-        kafka_retries=broker_attempts(args.broker_outage_s or BROKER_OUTAGE_S),  # None: not given
+        kafka_retries=broker_attempts(BROKER_OUTAGE_S if args.broker_outage_s is None else args.broker_outage_s),
         source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)
