@@ -10,6 +10,7 @@ import math
 from autosizer.policies.base import Observation, Watermarks
 
 JUMP = 1.25  # a tick this far above the four before it may be a jump's first, partly seen: projected
+EDGE = 0.25  # a jump's tick that rose less than this share of the next one's rise saw only its edge
 
 
 def input_now(obs: Observation, earlier: Watermarks | None) -> float:
@@ -73,7 +74,7 @@ def trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     short = (now_r - sum(rates[back])) / max(1e-9, now_t - sum(times[back]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
-    if _jumped(rates) and not _jumped(rates[:-1]):  # a jump's first tick: it may be part seen
+    if first_of_a_jump(rates):  # it may be part seen
         return max(0.0, min(short, long, latest))
     if _ramping(rates):  # a ramp rises in nearly every tick, and beyond the ticks' scatter
         return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
@@ -89,7 +90,7 @@ def seen_in_part(arrivals: tuple[float, ...], band: float) -> str:
     if first_of_a_jump(arrivals):
         return "jumped to"
     if (len(arrivals) >= 6 and arrivals[-1] > band >= max(arrivals[-5:-1])
-            and not _jumped(arrivals[:-1]) and not _ramping(arrivals)):
+            and not _jumped(arrivals[:-1]) and not _ramp_before(arrivals)):
         return "rose past the scale-up band to"
     return ""
 
@@ -109,6 +110,17 @@ def ramp_age(times: tuple[float, ...], arrivals: tuple[float, ...]) -> float:
     return times[-1] - times[last]
 
 
+def _ramp_before(arrivals: tuple[float, ...]) -> bool:
+    """Was the input rising before the last tick, beyond its scatter (the five ticks before it
+    rose in three of four and on a line, `_sure_slope`)? A ramp that reaches the band shows on
+    the ticks before it, and is projected, not waited for; a step's edge does not. Rises in three
+    of four ticks alone are noise half the time: `step-up` with the step 2 s before a tick read
+    1,993, 2,011, 2,060, then 2,534/s (past the band), was taken for a ramp, sized 4 -> 8 on it,
+    and waited out the overload cooldown for 16 (`bench_trace_phase.py` at every second)."""
+    before = arrivals[:-1]
+    return _ramping(arrivals) and _sure_slope(tuple(range(5)), before[-5:]) > 0
+
+
 def _ramping(rates: tuple[float, ...]) -> bool:
     """Did three of the last four ticks rise? A ramp does; a level's noise seldom does."""
     return sum(b > a for a, b in zip(rates[-5:-1], rates[-4:], strict=True)) >= 3
@@ -117,8 +129,20 @@ def _ramping(rates: tuple[float, ...]) -> bool:
 def first_of_a_jump(arrivals: tuple[float, ...]) -> bool:
     """Is the last tick a jump's first? Its watermarks may have caught only the jump's start: with
     metrics 8 s old (a 15 s scrape) `step-up`'s first tick read 3,867/s of 6,000/s, went 4 -> 8,
-    and the next tick, which read the 6,000/s, had to wait out the cooldown for 16."""
-    return len(arrivals) >= 6 and _jumped(arrivals) and not _jumped(arrivals[:-1])
+    and the next tick, which read the 6,000/s, had to wait out the cooldown for 16. A tick before
+    it that jumped too is the jump's first only if it took in a fair share of it (`_edge_of`): a
+    step landing a second before a tick reads as a rise of a quarter there, and the jump itself
+    on the tick after (run 113's replay read 100, 127, then 942/s of a step to 1,200/s, took the
+    127 for the jump's first and the 942 for its whole, and went 1 -> 4 where the real daemon,
+    whose tick had read 88/s, waited and went 1 -> 8)."""
+    return len(arrivals) >= 6 and _jumped(arrivals) and not (_jumped(arrivals[:-1]) and not _edge_of(arrivals))
+
+
+def _edge_of(arrivals: tuple[float, ...]) -> bool:
+    """Did the tick before the last rise by less than `EDGE` of what the last rose, both over the
+    four ticks before that one? Then it saw the jump's edge, not the jump."""
+    base = max(arrivals[-6:-2])
+    return arrivals[-2] - base < EDGE * (arrivals[-1] - base)
 
 
 def _jumped(rates: tuple[float, ...]) -> bool:

@@ -885,6 +885,24 @@ def test_a_jump_seen_in_part_is_sized_on_the_next_tick_in_one_rescale():
     assert first.factor == 4 and "jumped to 3867/s within the last tick" in first.reason
     assert second.factor == 16 and second.details["forecast"] == pytest.approx(6000)
 
+def test_a_jump_whose_edge_rose_the_tick_before_is_still_sized_on_the_tick_after():
+    """Run 113's replay (5 s ticks, a step 100 -> 1,200/s a second before a tick): the watermarks
+    read 127/s (the step's edge, a jump of a quarter), then 942/s, then 1,200/s. The 127 was taken
+    for the jump's first tick and the 942 for the whole of it: 1 -> 4, and the overload cooldown
+    kept it there, where the real daemon (its tick had read 88/s) waited and went 1 -> 8. A tick
+    that rose by less than a quarter of the next one's rise saw only the jump's edge."""
+    level = [(100.0, 100.0)] * 6
+    edge, first, second = jump([*level, (115.0, 127.0), (583.0, 942.0), (1157.0, 1200.0)],
+                               factor=1, task_rate=83.75, partitions=4, tick=5.0, behind_s=3.4)[-3:]
+    assert edge.factor == 1
+    assert first.factor == 1 and "jumped to 942/s within the last tick" in first.reason
+    assert second.details["forecast"] == pytest.approx(1200)
+    assert second.factor == 8  # 1,200/s and 4,080 records behind need more than 4's 1,340/s (run 113's)
+    # a jump seen over two ticks, each a fair share of it, is still sized on its second
+    seen = jump([*level, (300.0, 560.0), (900.0, 1200.0)], factor=1, task_rate=83.75, partitions=4, tick=5.0)
+    assert seen[-2].details.get("waited") and not seen[-1].details.get("waited")
+
+
 
 def test_a_jump_is_sized_at_once_when_the_job_is_already_behind():
     """A tick's wait is for a job that can afford it: 10 s of input waiting (`backlog_s`) is not."""
@@ -948,6 +966,18 @@ def test_a_jump_that_already_needs_the_most_any_factor_can_do_is_sized_at_once()
     assert "the cores cap the job at 2667/s" in decision.reason
     # the same tick without the cores' ceiling: the rest of the jump could need more, so it waits
     assert jump([*level, (1300.0, 2400.0)], factor=1, task_rate=646 / 16)[-1].details.get("waited")
+
+
+def test_noise_before_a_steps_edge_is_no_ramp():
+    """`step-up` (2,000 -> 6,000/s, 15 s ticks) with the step 2 s before a tick: the ticks before
+    it read 1,993, 2,011 and 2,060/s by noise, then 2,534/s, past the band of 4's 2,585/s. Three
+    rises in four looked like a ramp, which is sized at once: 4 -> 8, and the next tick (6,069/s)
+    waited out the overload cooldown for 16. A ramp rises beyond its scatter before the band."""
+    noise = [2000.0, 1995.0, 2000.0, 2010.0, 1993.0, 2011.0, 2060.0]
+    first, second = jump([*[(r, r) for r in noise], (2297.0, 2534.0), (4302.0, 6069.0)],
+                         task_rate=2585 / 64)[-2:]
+    assert first.factor == 4 and "rose past the scale-up band to 2534/s" in first.reason
+    assert second.factor == 16 and second.details["forecast"] == pytest.approx(6069)
 
 
 def test_a_ramp_past_the_band_is_sized_at_once():
