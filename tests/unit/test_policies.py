@@ -980,6 +980,19 @@ def test_noise_before_a_steps_edge_is_no_ramp():
     assert second.factor == 16 and second.details["forecast"] == pytest.approx(6069)
 
 
+def test_a_jump_whose_projection_alone_needs_the_top_still_waits():
+    """Run 115 (the demo, 5 s ticks, the cores capping the job at 5,105/s): the step's first tick
+    saw part of 100 -> 1,200/s with 4 s of it waiting, projected it to 2,006/s, which needed 16,
+    the cores' top, and went 1 -> 16 unwaited where 8 covers the step (49% there). The wait is
+    skipped only when what the tick saw, unprojected, needs the top."""
+    level = [(100.0, 100.0)] * 6
+    for seen in (900.0, 1050.0, 1200.0):
+        decision = jump([*level, (640.0, seen)], factor=1, task_rate=95.2, partitions=4, tick=5.0,
+                        behind_s=4.0, cpu_ceiling=6723.0, duty=0.759)[-1]
+        assert decision.details["forecast"] > 1900  # projected: 16's worth
+        assert decision.factor == 1 and decision.details.get("waited"), (seen, decision.reason)
+
+
 def test_a_ramp_past_the_band_is_sized_at_once():
     """A ramp that reaches the band is projected, not waited for: the wait is for a rise that
     one tick may have seen in part, and a ramp shows in every tick."""
