@@ -31,8 +31,8 @@ What it adds to the utilization rule, and why:
   Neither waits when what the tick saw already needs the most any factor can do (the cores'
   ceiling, a hot key's lane): the rest of the rise could not change the factor, and on
   `cpu-bound` with metrics 4-8 s old the wait cost 126 s of lateness. What it saw, not what it
-  projected: run 115's 35 s tick read about 1,050/s of a step to 1,200/s (8 covers it), projected
-  it to 2,006/s, which needed 16, the cores' top, and went 1 -> 16 unwaited.
+  projected: run 115's 35 s tick saw part of a step to 1,200/s (8 covers it), projected it to
+  2,006/s, which needed 16, the cores' top, and went 1 -> 16 unwaited.
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
   the forecast passes `scale_up_utilization` of the measured capacity (Flink's
   `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past

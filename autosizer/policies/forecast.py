@@ -111,14 +111,14 @@ def ramp_age(times: tuple[float, ...], arrivals: tuple[float, ...]) -> float:
 
 
 def _ramp_before(arrivals: tuple[float, ...]) -> bool:
-    """Was the input rising before the last tick, beyond its scatter (the five ticks before it
-    rose in three of four and on a line, `_sure_slope`)? A ramp that reaches the band shows on
+    """Was the input rising before the last tick, beyond its scatter (three of the last four ticks
+    rose, and the five before the last on a line, `_sure_slope`)? A ramp that reaches the band shows on
     the ticks before it, and is projected, not waited for; a step's edge does not. Rises in three
     of four ticks alone are noise half the time: `step-up` with the step 2 s before a tick read
     1,993, 2,011, 2,060, then 2,534/s (past the band), was taken for a ramp, sized 4 -> 8 on it,
     and waited out the overload cooldown for 16 (`bench_trace_phase.py` at every second)."""
-    before = arrivals[:-1]
-    return _ramping(arrivals) and _sure_slope(tuple(range(5)), before[-5:]) > 0
+    before = arrivals[-6:-1]
+    return _ramping(arrivals) and _sure_slope(tuple(map(float, range(len(before)))), before) > 0
 
 
 def _ramping(rates: tuple[float, ...]) -> bool:
