@@ -33,6 +33,9 @@ What it adds to the utilization rule, and why:
   `cpu-bound` with metrics 4-8 s old the wait cost 126 s of lateness. What it saw, not what it
   projected: run 115's 35 s tick saw part of a step to 1,200/s (8 covers it), projected it to
   2,006/s, which needed 16, the cores' top, and went 1 -> 16 unwaited.
+  Nor when the day on record sizes the rise (`_first_days`): the rest of it is what that day
+  says (`workday`'s second morning, metrics 8 s old, waited a tick for a ramp the recorded day
+  had sized at 32 already: lag 22 -> 33 s).
 - A band above the target. A job that keeps up (nobody `backlog_s` behind) is scaled up only once
   the forecast passes `scale_up_utilization` of the measured capacity (Flink's
   `utilization.max`); it is then sized at the target. A forecast a tick's noise pushes just past
@@ -260,7 +263,7 @@ class AutosizerPolicy:
         if wish > current:
             wish, first_days = self._first_days(obs, lag, task_rate, wish)
         early = self._early(obs, planned)
-        if (wish > max(current, early) and not backlogged and not last.waited
+        if (wish > max(current, early) and not backlogged and not last.waited and not first_days
                 and self._cover(arriving, lag, obs, task_rate) < _top_factor(obs, task_rate)):
             seen = seen_in_part(arrivals, self.up * capacity)
             if seen:

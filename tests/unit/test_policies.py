@@ -587,6 +587,22 @@ def test_on_the_second_day_a_morning_ramp_is_met_at_the_size_the_first_day_reach
     assert "the day on record reached 8000/s within 30 min, sized for it" in reason, reason
 
 
+def test_a_jump_the_day_on_record_sizes_is_not_waited_for():
+    """A jump's first tick waits to see the rest of it, unless the one day on record already
+    sizes it: the rest is what that day says. `workday`'s second morning (metrics 8 s old) read
+    500/s, the ramp's edge (848/s), then 3,942/s, waited a tick for what the day had sized at
+    once, and its lag peaked at 33 s against 22."""
+    from autosizer.policies.history import DAY_S
+
+    history, policy, state = office_days(days=1), load_policy("autosizer"), None
+    opens = DAY_S + 8 * 3600
+    for k, rate in enumerate([500.0] * 6 + [848.0, 3942.0]):
+        decision, state = policy.decide(observe(factor=1, input_rate=rate, task_rate=400,
+                                                time=opens - 105 + 15 * k, history=history), state)
+    assert decision.factor == 8 and not decision.details.get("waited"), decision.reason
+    assert "the day on record reached 8000/s within 30 min, sized for it" in decision.reason
+
+
 def two_peak_days(busy, lull, days=3):
     """Days of 500/s at night, `busy` 06:00-08:00 and 18:00-21:00, `lull` between."""
     from autosizer.policies.history import DAY_S, InputHistory
