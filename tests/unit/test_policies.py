@@ -901,6 +901,7 @@ def test_a_jump_seen_in_part_is_sized_on_the_next_tick_in_one_rescale():
     assert first.factor == 4 and "jumped to 3867/s within the last tick" in first.reason
     assert second.factor == 16 and second.details["forecast"] == pytest.approx(6000)
 
+
 def test_a_jump_whose_edge_rose_the_tick_before_is_still_sized_on_the_tick_after():
     """Run 113's replay (5 s ticks, a step 100 -> 1,200/s a second before a tick): the watermarks
     read 127/s (the step's edge, a jump of a quarter), then 942/s, then 1,200/s. The 127 was taken
@@ -917,7 +918,6 @@ def test_a_jump_whose_edge_rose_the_tick_before_is_still_sized_on_the_tick_after
     # a jump seen over two ticks, each a fair share of it, is still sized on its second
     seen = jump([*level, (300.0, 560.0), (900.0, 1200.0)], factor=1, task_rate=83.75, partitions=4, tick=5.0)
     assert seen[-2].details.get("waited") and not seen[-1].details.get("waited")
-
 
 
 def test_a_jump_is_sized_at_once_when_the_job_is_already_behind():
