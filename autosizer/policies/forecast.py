@@ -117,7 +117,7 @@ def _ramp_before(arrivals: tuple[float, ...]) -> bool:
     of four ticks alone are noise half the time: `step-up` with the step 2 s before a tick read
     1,993, 2,011, 2,060, then 2,534/s (past the band), was taken for a ramp, sized 4 -> 8 on it,
     and waited out the overload cooldown for 16 (`bench_trace_phase.py` at every second)."""
-    before = arrivals[-6:-1]
+    before = arrivals[-6:-1]  # ticks are evenly spaced: their index serves as their time
     return _ramping(arrivals) and _sure_slope(tuple(map(float, range(len(before)))), before) > 0
 
 
