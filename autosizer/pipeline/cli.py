@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from autosizer.checks import argtype, finite, whole
@@ -18,6 +19,40 @@ from autosizer.pipeline.worker_gc import GC_FREEZE_ENV
 
 class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
+
+
+# The pipeline's own session. Spark's checkpoint of the query is scratch in the agent's work
+# directory, never read back (every start is planned from the job's checkpoints in Redis), so it
+# is written the cheapest way the local disk allows: through Hadoop's plain file system (no
+# `.crc` beside each file) and its FileSystem API rather than FileContext's, which set
+# permissions file by file. Without Hadoop's native library every such call spawned `chmod` or
+# `readlink`: about 16 processes a second at a 1 s trigger (BENCHMARKS, "The pipeline's
+# checkpoint files"). Nothing else in the session reads or writes through Hadoop: the file sink
+# writes with pyarrow. `--conf` overrides any of them.
+SPARK_SETTINGS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+}
+# Set by flags of their own, which say so.
+_FLAGGED = {"spark.master": "--master", "spark.app.name": "--job"}
+
+
+def spark_setting(text: str) -> tuple[str, str]:
+    """One `--conf KEY=VALUE`. The value may be a secret (an S3 key), so no error repeats it."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not value:
+        raise argparse.ArgumentTypeError("--conf takes KEY=VALUE, e.g. --conf spark.executor.memory=2g "
+                                         "(one was given without a key, a '=' or a value)")
+    if not key.startswith("spark.") or any(c.isspace() for c in key):
+        raise argparse.ArgumentTypeError(f"--conf {key[:80]!r}: Spark reads only keys that start with "
+                                         "'spark.' and hold no space (Hadoop's: spark.hadoop.KEY=VALUE)")
+    if key in _FLAGGED:
+        raise argparse.ArgumentTypeError(f"--conf {key}: use {_FLAGGED[key]} instead")
+    return key, value
 
 
 def load_app(spec: str) -> Any:
@@ -87,6 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Kafka: ride through a broker that does not answer this long (each batch's "
                              "reads wait and retry; nothing is lost or repeated), then exit with one "
                              "line (default 25)")
+    parser.add_argument("--conf", type=spark_setting, action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the pipeline's session, as spark-submit's --conf "
+                             "(repeat it; wins over the pipeline's own: spark.ui.enabled=false, "
+                             "spark.sql.shuffle.partitions=2 and its checkpoint's file system)")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="let PySpark's collection after every task walk the Python workers' modules "
                              "too (by default they are frozen out of it: half the pipeline's CPU at a "
@@ -98,21 +137,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json-logs", action="store_true", help="structlog JSON lines on stderr")
 
 
-def _spark(session: Any, master: str, job: str, gc_freeze: bool = True) -> Any:
+def _spark(session: Any, master: str, job: str, gc_freeze: bool = True,
+           conf: Sequence[tuple[str, str]] = ()) -> Any:
     """The driver's session; a master Spark cannot start on (`--master nope`, no Java) is one line
     naming the flag, after Spark's own words on stderr, not PySpark's traceback. The Python
     workers learn `--no-gc-freeze` from `executorEnv`, which PySpark hands every Python function
     it runs, locally and on a cluster alike (checked in local mode: the driver's own environment
-    is not needed)."""
+    is not needed). The builder's settings win over spark-submit's `--conf`, so the user's
+    go through the pipeline's own `--conf`, applied last."""
     from pyspark.errors import PySparkException
 
-    freeze = "1" if gc_freeze else "0"
+    settings = {**SPARK_SETTINGS, f"spark.executorEnv.{GC_FREEZE_ENV}": "1" if gc_freeze else "0", **dict(conf)}
+    builder = session.builder.master(master).appName(f"autosizer-{job}")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     try:
-        return (session.builder.master(master).appName(f"autosizer-{job}")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.shuffle.partitions", "2")
-                .config(f"spark.executorEnv.{GC_FREEZE_ENV}", freeze)
-                .getOrCreate())
+        return builder.getOrCreate()
     except PySparkException as exc:
         raise AppError(f"Spark did not start with --master {master!r} ({str(exc).splitlines()[0]}): "
                        "use local[N] or spark://HOST:7077 (Spark's reason is above)") from None
@@ -172,7 +212,7 @@ def run(args: argparse.Namespace) -> None:
         broker_attempts,
     )
 
-    spark = _spark(SparkSession, args.master, args.job, gc_freeze=not args.no_gc_freeze)
+    spark = _spark(SparkSession, args.master, args.job, gc_freeze=not args.no_gc_freeze, conf=args.conf)
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
         job=args.job, redis_url=args.redis, bootstrap=args.bootstrap or "", trigger_seconds=args.trigger,

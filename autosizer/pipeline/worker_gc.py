@@ -5,7 +5,7 @@ A full collection walks every tracked object in the process, and a slot's worker
 whole import graph (pyarrow, numpy, confluent_kafka, redis, the user's app): on a job at 50
 records/s its Python workers spent most of their CPU in the collector, and the pipeline took
 0.82 cores where it takes 0.52 with the modules frozen out of it (`gc.freeze`; BENCHMARKS,
-`bench_worker_gc.py`). What tasks create is collected as before.
+`bench_pipeline_cpu.py`). What tasks create is collected as before.
 """
 
 from __future__ import annotations

@@ -71,6 +71,13 @@ CLI = [
     ("config is a directory", "status --config /tmp", {}, "cannot be read (IsADirectoryError)"),
     ("pipeline metrics port 70000", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
      "--bootstrap 127.0.0.1:1 --metrics-port 70000 {C}", {}, "--metrics-port must be <= 65535, not 70000"),
+    # a Spark setting's value may be a secret: the line names the fix, never the value
+    ("Spark setting without '='", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
+     "--bootstrap 127.0.0.1:1 --conf spark.hadoop.fs.s3a.secret.key:se/cr#et {C}", {}, "--conf takes KEY=VALUE"),
+    ("Spark setting of no Spark key", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
+     "--bootstrap 127.0.0.1:1 --conf fs.s3a.secret.key=se/cr#et {C}", {}, "only keys that start with 'spark.'"),
+    ("Spark master as a setting", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
+     "--bootstrap 127.0.0.1:1 --conf spark.master=local[4] {C}", {}, "--conf spark.master: use --master instead"),
 ]
 CONFIG = [  # `autosizer run --config deploy/autosizer.toml` with one bad environment value
     ("env typo", {"AUTOSIZER_GAURDS_MAX_FACTOR": "64"}, "unknown environment variable AUTOSIZER_GAURDS_MAX_FACTOR"),

@@ -61,7 +61,8 @@ def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
         wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
         time.sleep(1)  # a duplicate would show up as extra rows
         assert not workdirs(first.pid), "the second pipeline removed the killed one's work directory"
-        assert workdirs(second.pid)
+        written, checksums = spark_checkpoint(second.pid)
+        assert written and not checksums, "Spark's checkpoint goes through the plain local file system"
     finally:
         stop(second)
 
@@ -70,6 +71,14 @@ def workdirs(pid: int) -> list[Path]:
     """A pipeline's work directories, by the driver's pid in their names (the test's TMPDIR is
     the pipelines')."""
     return list(Path(tempfile.gettempdir()).glob(f"autosizer-agent-{pid}-*"))
+
+
+def spark_checkpoint(pid: int) -> tuple[list[Path], list[Path]]:
+    """The files of the running query's Spark checkpoint (its offset and commit logs) in a
+    pipeline's work directory, and the checksums among them: Hadoop's checksummed local file
+    system writes a `.crc` beside each file, its plain one none."""
+    files = [f for d in workdirs(pid) for f in d.glob("query-*/**/*") if f.is_file()]
+    return [f for f in files if "offsets" in f.parts], [f for f in files if f.suffix == ".crc"]
 
 
 def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broker, job, tmp_path):
@@ -86,7 +95,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
     assert "pipeline.started" in (tmp_path / "second.log").read_text()
 
 
-def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, broker, job, tmp_path):
+def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spark_settings(redis_server, broker, job, tmp_path):
     from autosizer.embedded import EmbeddedSparkCluster
 
     broker.create_topic("orders", 2)
@@ -99,11 +108,15 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster(redis_server, brok
         proc = subprocess.Popen(
             [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo", "--job", job,
              "--redis", redis_server.url, "--bootstrap", broker.bootstrap, "--sink", f"file:{out}",
-             "--master", cluster.master_url, "--trigger", "0.5", "--metrics-port", "0"],
+             "--master", cluster.master_url, "--trigger", "0.5", "--metrics-port", "0",
+             # a user's Spark setting wins over the pipeline's own: Hadoop's default file system
+             "--conf", "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem"],
             cwd=ROOT, env=env, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT,
         )
         try:
             wait_until(lambda: read_committed(out).num_rows >= total, 240, "every message")
+            written, checksums = spark_checkpoint(proc.pid)
+            assert written and checksums, "--conf spark.hadoop.fs.file.impl reached the session"
         finally:
             stop(proc)
         app_logs = list((tmp_path / "spark" / "work").glob("app-*"))

@@ -1,12 +1,19 @@
-"""The pipeline's CPU with its Python workers' modules frozen out of PySpark's per-task collection
-(the default) against `--no-gc-freeze`, side by side in one run.
+"""The pipeline's CPU at its defaults against each default it has to save CPU, turned off, side
+by side in one run:
+
+- `no-gc-freeze`: the Python workers' modules walked by PySpark's collection after every task
+  (`--no-gc-freeze`), where by default they are frozen out of it;
+- `hadoop-checkpoint`: Spark's checkpoint of the query written as Spark and Hadoop write by
+  default (FileContext's manager, the checksummed local file system), where by default it goes
+  through the FileSystem API to the plain local file system (`cli.SPARK_SETTINGS`).
 
 The job as a user runs it: `autosizer pipeline run` at its defaults (1 s trigger, local[*]), a
 10 ms-per-record app, a steady load on two partitions, at factor 1 and at factor 8. Each run
 waits for the first batch, lets the JIT settle, then reads the CPU of the pipeline's whole
 process tree (driver, JVM, Python workers, and what they reaped) over a fixed window.
 
-    .venv/bin/python benchmarks/bench_worker_gc.py [--rate 50] [--factors 1,8] [--rounds 1]
+    .venv/bin/python benchmarks/bench_pipeline_cpu.py [--against no-gc-freeze,hadoop-checkpoint]
+        [--rate 50] [--factors 1,8] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -31,6 +38,15 @@ from examples.loadgen import StepLoad  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 2
 SETTLE_S, WINDOW_S = 45.0, 40.0
+# Each default turned off, as a user would turn it off.
+AGAINST = {
+    "no-gc-freeze": ["--no-gc-freeze"],
+    "hadoop-checkpoint": [
+        "--conf", "spark.sql.streaming.checkpointFileManagerClass="
+                  "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager",
+        "--conf", "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem",
+    ],
+}
 
 
 def tree_cpu(pid: int) -> float:
@@ -49,7 +65,7 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def measure(freeze: bool, factor: int, rate: float, workdir: Path) -> float:
+def measure(flags: list[str], factor: int, rate: float, workdir: Path) -> float:
     """Cores the pipeline used over the window, at a steady `rate` records/s."""
     redis = EmbeddedRedis(workdir=workdir / "redis").start()
     broker = EmbeddedBroker(workdir=workdir / "broker").start()
@@ -65,7 +81,7 @@ def measure(freeze: bool, factor: int, rate: float, workdir: Path) -> float:
         command = [str(ROOT / ".venv" / "bin" / "autosizer"), "pipeline", "run", "--app", "benchmarks.apps:sleep_10ms",
                    "--job", job, "--redis", redis.url, "--bootstrap", broker.bootstrap,
                    "--sink", f"file:{workdir / 'out'}", "--metrics-port", str(free_port())]
-        pipeline = subprocess.Popen(command + ([] if freeze else ["--no-gc-freeze"]), cwd=ROOT,
+        pipeline = subprocess.Popen(command + flags, cwd=ROOT,
                                     stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 240
         while store.committed_batch(1) < 1:
@@ -88,22 +104,29 @@ def measure(freeze: bool, factor: int, rate: float, workdir: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", default=",".join(AGAINST),
+                        help=f"defaults to turn off, comma-separated (default: all of {', '.join(AGAINST)})")
     parser.add_argument("--rate", type=float, default=50.0, help="records/s in all (default 50)")
     parser.add_argument("--factors", default="1,8", help="layouts to run, comma-separated (default 1,8)")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each mode per factor, alternating")
     args = parser.parse_args()
+    against = args.against.split(",")
+    if unknown := sorted(set(against) - set(AGAINST)):
+        parser.error(f"--against {','.join(unknown)}: choose from {', '.join(AGAINST)}")
+    modes = {"defaults": [], **{name: AGAINST[name] for name in against}}
     for factor in (int(f) for f in args.factors.split(",")):
-        cores: dict[bool, list[float]] = {True: [], False: []}
+        cores: dict[str, list[float]] = {mode: [] for mode in modes}
         for round_ in range(args.rounds):
-            for freeze in (False, True):
-                with tempfile.TemporaryDirectory(prefix="bench-gc-") as tmp:
-                    used = measure(freeze, factor, args.rate, Path(tmp))
-                cores[freeze].append(used)
-                print(f"factor {factor} round {round_ + 1} {'frozen' if freeze else '--no-gc-freeze'}: "
-                      f"{used:.2f} cores", flush=True)
-        frozen, plain = statistics.median(cores[True]), statistics.median(cores[False])
-        print(f"factor {factor}, {args.rate:g}/s: {frozen:.2f} cores frozen, {plain:.2f} with --no-gc-freeze: "
-              f"ratio {frozen / plain:.2f}", flush=True)
+            for mode, flags in modes.items():
+                with tempfile.TemporaryDirectory(prefix="bench-cpu-") as tmp:
+                    used = measure(flags, factor, args.rate, Path(tmp))
+                cores[mode].append(used)
+                print(f"factor {factor} round {round_ + 1} {mode}: {used:.2f} cores", flush=True)
+        ours = statistics.median(cores["defaults"])
+        for mode in against:
+            theirs = statistics.median(cores[mode])
+            print(f"factor {factor}, {args.rate:g}/s: {ours:.2f} cores at the defaults, {theirs:.2f} with {mode}: "
+                  f"ratio {ours / theirs:.2f}", flush=True)
 
 
 if __name__ == "__main__":
