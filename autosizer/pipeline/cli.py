@@ -26,7 +26,7 @@ class AppError(ValueError):
 # is written the cheapest way the local disk allows: through Hadoop's plain file system (no
 # `.crc` beside each file) and its FileSystem API rather than FileContext's, which set
 # permissions file by file. Without Hadoop's native library every such call spawned `chmod` or
-# `readlink`: about 16 processes a second at a 1 s trigger (BENCHMARKS, "The pipeline's
+# `readlink`: about 16 processes a second at a 1 s trigger (BENCHMARKS, "Spark's
 # checkpoint files"). Nothing else in the session reads or writes through Hadoop: the file sink
 # writes with pyarrow. `--conf` overrides any of them.
 SPARK_SETTINGS = {
