@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,22 @@ class PipelineFailed(RuntimeError):
     """The query stopped with an error; the agent reported `failed` with this message."""
 
 
+# How the query's own Spark checkpoint is written: it is scratch in the agent's work directory,
+# never read back (every start is planned from the job's checkpoints in Redis), so it goes
+# through the FileSystem API to Hadoop's plain local file system, where Spark's defaults went
+# through FileContext to the checksummed one: a `.crc` beside each file and, without Hadoop's
+# native library (none ships with PySpark), a `chmod` or `readlink` process for each permission
+# set or link looked up, about 16 a second at a 1 s trigger (BENCHMARKS, "Spark's checkpoint
+# files"). Set on the session only while the query starts: the query keeps them (its logs and
+# its clone of the session are made then), and the rest of a user's session is left as it was
+# built. Hadoop's cache of file systems would hand back the checksummed one already made, hence
+# the last key. A session that sets any of them itself keeps its own.
+SCRATCH_CHECKPOINT = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 BROKER_TIMEOUT_MS = 5000  # one broker attempt's wait (kafka.timeoutMs)
 BROKER_OUTAGE_S = 25.0  # --broker-outage-s's default: the 5 broker attempts the pipeline always made
 
@@ -499,13 +515,14 @@ class PipelineAgent:
 
     def _new_query(self, layout: Layout, starts: dict, shape: tuple) -> None:
         reader = self._kinesis_reader(layout, shape) if self.kinesis else self._kafka_reader(layout, starts, shape)
-        self.query = (
+        writer = (
             reader.load().writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{int(self.config.trigger_seconds * 1000)} milliseconds")
             .option("checkpointLocation", self._spark_checkpoint())
             .queryName(f"autosizer-{self.config.job}-g{layout.generation}")
-            .start()
         )
+        with _scratch_checkpoint(self.spark):
+            self.query = writer.start()
         self._query_shape = shape
 
     def _spark_checkpoint(self) -> str:
@@ -775,6 +792,23 @@ class PipelineAgent:
         if self._resolver is not None:
             self._resolver.close()
         self._workdir()
+
+
+@contextlib.contextmanager
+def _scratch_checkpoint(spark: SparkSession) -> Iterator[None]:
+    """`SCRATCH_CHECKPOINT` on the session while a query starts, unless the session set one of
+    them (`--conf`, the builder, spark-defaults): then it is the user's choice, whole."""
+    conf, built = spark.conf, spark.sparkContext.getConf()
+    if any(conf.get(key, None) is not None or built.contains(f"spark.hadoop.{key}") for key in SCRATCH_CHECKPOINT):
+        yield
+        return
+    for key, value in SCRATCH_CHECKPOINT.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in SCRATCH_CHECKPOINT:
+            conf.unset(key)
 
 
 WORKDIR_PREFIX = "autosizer-agent-"  # then the driver's pid, for a reader of /tmp

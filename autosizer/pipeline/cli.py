@@ -21,21 +21,9 @@ class AppError(ValueError):
     """The --app or --sink argument is unusable; the message says what to pass instead."""
 
 
-# The pipeline's own session. Spark's checkpoint of the query is scratch in the agent's work
-# directory, never read back (every start is planned from the job's checkpoints in Redis), so it
-# is written the cheapest way the local disk allows: through Hadoop's plain file system (no
-# `.crc` beside each file) and its FileSystem API rather than FileContext's, which set
-# permissions file by file. Without Hadoop's native library every such call spawned `chmod` or
-# `readlink`: about 16 processes a second at a 1 s trigger (BENCHMARKS, "Spark's
-# checkpoint files"). Nothing else in the session reads or writes through Hadoop: the file sink
-# writes with pyarrow. `--conf` overrides any of them.
-SPARK_SETTINGS = {
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.streaming.checkpointFileManagerClass":
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-}
+# The pipeline's own session (the agent adds how its scratch checkpoint is written:
+# `agent.SCRATCH_CHECKPOINT`). `--conf` overrides any of them.
+SPARK_SETTINGS = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
 # Set by flags of their own, which say so.
 _FLAGGED = {"spark.master": "--master", "spark.app.name": "--job"}
 
@@ -125,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=spark_setting, action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the pipeline's session, as spark-submit's --conf "
                              "(repeat it; wins over the pipeline's own: spark.ui.enabled=false, "
-                             "spark.sql.shuffle.partitions=2 and its checkpoint's file system)")
+                             "spark.sql.shuffle.partitions=2 and how its checkpoint is written)")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="let PySpark's collection after every task walk the Python workers' modules "
                              "too (by default they are frozen out of it: half the pipeline's CPU at a "

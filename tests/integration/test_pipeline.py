@@ -11,7 +11,13 @@ import pytest
 
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
-from autosizer.pipeline.agent import PipelineAgent, PipelineConfig, PipelineFailed, broker_attempts
+from autosizer.pipeline.agent import (
+    SCRATCH_CHECKPOINT,
+    PipelineAgent,
+    PipelineConfig,
+    PipelineFailed,
+    broker_attempts,
+)
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import FileSink, read_committed
 from tests.servers import Broker
@@ -135,6 +141,11 @@ def test_rescales_1_4_2_8_keep_key_order_and_lose_nothing(pipeline, broker):
         wait_until(lambda: read_committed(sink.path).num_rows >= total, 120, "all messages")
         assert store.layout().factor == 8
         assert not errors
+        # each query's Spark checkpoint went through Hadoop's plain local file system (no .crc),
+        # and the session's own settings are as the test built them
+        (query,) = Path(agent._plan_file).parent.glob("query-*")
+        assert list(query.glob("offsets/*")) and not list(query.rglob("*.crc"))
+        assert all(agent.spark.conf.get(key, None) is None for key in SCRATCH_CHECKPOINT)
     finally:
         stop.set()
         thread.join(60)
