@@ -5,7 +5,7 @@ by side in one run:
   (`--no-gc-freeze`), where by default they are frozen out of it;
 - `hadoop-checkpoint`: Spark's checkpoint of the query written as Spark and Hadoop write by
   default (FileContext's manager, the checksummed local file system), where by default it goes
-  through the FileSystem API to the plain local file system (`cli.SPARK_SETTINGS`).
+  through the FileSystem API to the plain local file system (`agent.SCRATCH_CHECKPOINT`).
 
 The job as a user runs it: `autosizer pipeline run` at its defaults (1 s trigger, local[*]), a
 10 ms-per-record app, a steady load on two partitions, at factor 1 and at factor 8. Each run
