@@ -15,7 +15,11 @@ import pytest
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.sinks import read_committed
-from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
+from tests.integration.test_pipeline import (
+    check_exactly_once_in_key_order,
+    spark_checkpoint_files,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +65,8 @@ def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
         wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
         time.sleep(1)  # a duplicate would show up as extra rows
         assert not workdirs(first.pid), "the second pipeline removed the killed one's work directory"
-        written, checksums = spark_checkpoint(second.pid)
+        (workdir,) = workdirs(second.pid)
+        written, checksums = spark_checkpoint_files(workdir)
         assert written and not checksums, "Spark's checkpoint goes through the plain local file system"
     finally:
         stop(second)
@@ -71,14 +76,6 @@ def workdirs(pid: int) -> list[Path]:
     """A pipeline's work directories, by the driver's pid in their names (the test's TMPDIR is
     the pipelines')."""
     return list(Path(tempfile.gettempdir()).glob(f"autosizer-agent-{pid}-*"))
-
-
-def spark_checkpoint(pid: int) -> tuple[list[Path], list[Path]]:
-    """The files of the running query's Spark checkpoint (its offset and commit logs) in a
-    pipeline's work directory, and the checksums among them: Hadoop's checksummed local file
-    system writes a `.crc` beside each file, its plain one none."""
-    files = [f for d in workdirs(pid) for f in d.glob("query-*/**/*") if f.is_file()]
-    return [f for f in files if "offsets" in f.parts], [f for f in files if f.suffix == ".crc"]
 
 
 def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broker, job, tmp_path):
@@ -115,7 +112,8 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spa
         )
         try:
             wait_until(lambda: read_committed(out).num_rows >= total, 240, "every message")
-            written, checksums = spark_checkpoint(proc.pid)
+            (workdir,) = workdirs(proc.pid)
+            written, checksums = spark_checkpoint_files(workdir)
             assert written and checksums, "--conf spark.hadoop.fs.file.impl reached the session"
         finally:
             stop(proc)
