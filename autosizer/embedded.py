@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -309,12 +310,15 @@ class EmbeddedKinesis(_Process):
 
     what = "the Kinesis emulator"
 
-    def __init__(self, port: int | None = None, shard_op_s: float = 0.5):
+    def __init__(self, port: int | None = None, shard_op_s: float = 0.5, data_dir: Path | None = None):
         if shutil.which("node") is None or not (KINESIS_LOCAL / "main.js").exists():
             raise RuntimeError("the Kinesis emulator is not installed: run `make setup`")
         self.port = port or free_port()
         self._chosen_port = port is None
         self.shard_op_s = shard_op_s  # how long a split, merge or stream creation takes
+        # streams saved here every second and loaded at start, so `halt` then `start` is an
+        # endpoint's restart that keeps its records (None: in memory, gone with the process)
+        self.data_dir = data_dir
         self.log = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-")) / "kinesis.log"
 
     @property
@@ -324,6 +328,7 @@ class EmbeddedKinesis(_Process):
     def start(self, timeout_s: float = 90) -> EmbeddedKinesis:
         """The deadline is long because node parses an 8 MB bundle, which on a busy 2-core
         machine (a JVM starting beside it) takes far longer than the usual second."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         self._launch(timeout_s)
         return self
 
@@ -334,14 +339,29 @@ class EmbeddedKinesis(_Process):
                "KINESIS_MOCK_CERT_PATH": str(KINESIS_LOCAL / "server.json"),
                "LOG_LEVEL": "WARN", "SHOULD_PERSIST_DATA": "false", "CREATE_STREAM_DURATION": ms,
                "SPLIT_SHARD_DURATION": ms, "MERGE_SHARDS_DURATION": ms, "UPDATE_SHARD_COUNT_DURATION": ms}
+        if self.data_dir is not None:
+            env.update(SHOULD_PERSIST_DATA="true", LOAD_DATA_IF_EXISTS="true", PERSIST_PATH=str(self.data_dir),
+                       PERSIST_INTERVAL="1s")
         return ["node", str(KINESIS_LOCAL / "main.js")], env
 
     def _answers(self) -> bool:
         self.client().list_streams()
         return True
 
+    def halt(self) -> None:
+        """Stop the emulator and keep its log (and its `data_dir`): `start` brings it back on the
+        same port. SIGINT, because node ends on it at once and ignores SIGTERM for 10 s."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
     def stop(self) -> None:
-        super().stop()
+        self.halt()
         shutil.rmtree(self.log.parent, ignore_errors=True)
 
     def client(self) -> Any:

@@ -133,6 +133,8 @@ class PipelineConfig:
     source: str = "kafka"
     kinesis_endpoint: str | None = None
     kinesis_region: str | None = None
+    # Kinesis: each call a batch makes rides through an endpoint that does not answer this long
+    kinesis_outage_s: float = BROKER_OUTAGE_S
 
     def __post_init__(self) -> None:
         if self.source not in ("kafka", "kinesis"):
@@ -542,6 +544,7 @@ class PipelineAgent:
             self.spark.readStream.format("autosizer-kinesis").option("stream", stream)
             .option("slots", shape[1]).option("pauseFile", self._pause_file)
             .option("planFile", self._plan_file)
+            .option("kinesis.outageMs", str(round(self.config.kinesis_outage_s * 1000)))
         )
         for name, value in (("endpoint", self.config.kinesis_endpoint), ("region", self.config.kinesis_region)):
             if value:

@@ -107,9 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ride through a Redis outage this long (the commit is retried, the "
                              "query keeps its place), then exit with one line (default 60)")
     parser.add_argument("--broker-outage-s", type=argtype("--broker-outage-s", finite, 1.0, 86400.0),
-                        help="Kafka: ride through a broker that does not answer this long (each batch's "
-                             "reads wait and retry; nothing is lost or repeated), then exit with one "
-                             "line (default 25)")
+                        help="ride through a Kafka broker or a Kinesis endpoint that does not answer "
+                             "this long (each batch's reads wait and retry; nothing is lost or "
+                             "repeated), then exit with one line (default 25)")
     parser.add_argument("--conf", type=spark_setting, action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the pipeline's session, as spark-submit's --conf "
                              "(repeat it; wins over the pipeline's own: spark.ui.enabled=false, "
@@ -179,9 +179,6 @@ def run(args: argparse.Namespace) -> None:
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
     if args.source == "kinesis":
-        if args.broker_outage_s is not None:
-            raise AppError("--broker-outage-s bounds a Kafka broker's outage: a Kinesis pipeline's reads wait "
-                           "up to 30 s a shard and boto3 retries 5 times (drop the flag, or use --source kafka)")
         _check_kinesis(args.kinesis_endpoint, args.region)
     from autosizer.controller.logging import configure_logging
 
@@ -202,13 +199,14 @@ def run(args: argparse.Namespace) -> None:
 
     spark = _spark(SparkSession, args.master, args.job, gc_freeze=not args.no_gc_freeze, conf=args.conf)
     spark.sparkContext.setLogLevel("ERROR")
+    outage_s = BROKER_OUTAGE_S if args.broker_outage_s is None else args.broker_outage_s
     config = PipelineConfig(
         job=args.job, redis_url=args.redis, bootstrap=args.bootstrap or "", trigger_seconds=args.trigger,
         batch_seconds=args.batch_seconds, run_ahead=args.run_ahead,
         max_records_per_batch=args.max_records, parallelism=args.parallelism,
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
-        kafka_retries=broker_attempts(BROKER_OUTAGE_S if args.broker_outage_s is None else args.broker_outage_s),
+        kafka_retries=broker_attempts(outage_s), kinesis_outage_s=outage_s,
         source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
     )
     agent = PipelineAgent(spark, config, process, sink)

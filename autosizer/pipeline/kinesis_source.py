@@ -17,6 +17,9 @@ Options:
   region              AWS region (default: boto3's)
   slots, pauseFile, planFile   as `autosizer-kafka`
   kinesis.timeoutMs   how long a read may wait for a shard before the batch fails (default 30000)
+  kinesis.outageMs    ride through an endpoint that does not answer (refused, unreachable, timed
+                      out, throttled, 5xx) this long: each call is retried, then the batch fails
+                      with one line (default 25000, the pipeline's --broker-outage-s)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import structlog
 from pyspark.sql.datasource import (
     CaseInsensitiveDict,
     DataSource,
@@ -56,7 +60,14 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 MISSING = ("ResourceNotFoundException", "InvalidArgumentException")  # no record at that number
+# Answers of an endpoint that is there but cannot serve now: worth asking again, as a refused or
+# timed-out connection is. Any other answer (no such stream, no access) would come back the same.
+BUSY = ("ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
+        "KMSThrottlingException", "InternalFailure", "ServiceUnavailable")
+OUTAGE_MS = 25_000  # kinesis.outageMs's default: the pipeline's --broker-outage-s default
 LOOKBACK_S = (10, 300, 3600, 86400)  # how far back `upcoming` looks for a shard's last record
+
+log = structlog.get_logger(__name__)
 
 
 class KinesisUnavailable(RuntimeError):
@@ -83,12 +94,28 @@ def unavailable_errors() -> tuple[type[Exception], ...]:
     return BotoCoreError, ClientError
 
 
-def kinesis_client(endpoint: str | None = None, region: str | None = None) -> Any:
+def passing(exc: Exception) -> bool:
+    """Is `exc` what an endpoint that is away or overloaded answers, so a later call may succeed
+    (a connection refused, lost or timed out; a throttle; a 5xx)?"""
+    from botocore.exceptions import ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as Unreachable
+
+    if isinstance(exc, Unreachable | HTTPClientError):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return exc.response.get("Error", {}).get("Code") in BUSY or status >= 500
+    return False
+
+
+def kinesis_client(endpoint: str | None = None, region: str | None = None, attempts: int = 5) -> Any:
+    """A client whose calls botocore tries `attempts` times (its backoff doubles, to 8 s after the
+    fourth); a `ShardReader` with an outage bound asks again itself, so its client needs few."""
     import boto3
     from botocore.config import Config
 
     return boto3.client("kinesis", endpoint_url=endpoint or None, region_name=region or None,
-                        config=Config(retries={"max_attempts": 5, "mode": "standard"}))
+                        config=Config(retries={"max_attempts": attempts, "mode": "standard"}))
 
 
 @dataclass(frozen=True)
@@ -103,11 +130,37 @@ class ShardRead:
 
 class ShardReader:
     """Shard iterators from positions, and records from iterators: the calls the driver (peek,
-    startpoints) and the executors (reads) both make."""
+    startpoints) and the executors (reads) both make.
 
-    def __init__(self, client: Any, stream: str):
-        self.client, self.stream = client, stream
+    With `outage_s`, a call the endpoint does not answer (`passing`) is asked again until it has
+    gone unanswered that long, then `KinesisUnavailable` names the endpoint and the fix: a batch
+    rides through an endpoint's restart, as a Kafka batch rides through a broker's. Without it
+    (the lag probe, which must not stall) botocore's own five attempts are all there is."""
+
+    def __init__(self, client: Any, stream: str, outage_s: float = 0.0):
+        self.client, self.stream, self.outage_s = client, stream, outage_s
         self._starting: dict[int, int] = {}
+
+    def _call(self, what: str, call: Any, **kwargs: Any) -> Any:
+        began, pause = None, 0.2
+        while True:
+            try:
+                return call(**kwargs)
+            except Exception as exc:
+                if not self.outage_s or not passing(exc):
+                    raise
+                now = time.monotonic()
+                if began is None:
+                    began = now
+                    log.warning("kinesis.unavailable_retrying", stream=self.stream, call=what,
+                                outage_s=self.outage_s, error=str(exc))
+                if now - began >= self.outage_s:
+                    raise KinesisUnavailable(
+                        f"Kinesis at {self.client.meta.endpoint_url} did not answer {what} for "
+                        f"{self.outage_s:g}s ({exc}): start the endpoint or fix --kinesis-endpoint, or raise "
+                        f"--broker-outage-s; nothing was committed") from exc
+                time.sleep(min(pause, began + self.outage_s - now))
+                pause = min(2 * pause, 2.0)
 
     def starting(self, shard: int) -> int:
         """The shard's StartingSequenceNumber: no record of the shard is below it."""
@@ -121,8 +174,8 @@ class ShardReader:
         """Every shard ListShards reports (all pages), with its parents and whether it is closed."""
         pages, token = [], None
         while True:
-            page = (self.client.list_shards(NextToken=token) if token
-                    else self.client.list_shards(StreamName=self.stream))
+            page = (self._call(f"{self.stream}'s shards", self.client.list_shards, NextToken=token) if token
+                    else self._call(f"{self.stream}'s shards", self.client.list_shards, StreamName=self.stream))
             pages += page["Shards"]
             token = page.get("NextToken")
             if not token:
@@ -142,30 +195,41 @@ class ShardReader:
         if position > self.starting(shard):
             for kind, number in (("AFTER_SEQUENCE_NUMBER", position - 1), ("AT_SEQUENCE_NUMBER", position)):
                 try:
-                    return self.client.get_shard_iterator(
-                        **args, ShardIteratorType=kind, StartingSequenceNumber=str(number))["ShardIterator"]
+                    return self._call(f"{self.stream}/{args['ShardId']}'s iterator", self.client.get_shard_iterator,
+                                      **args, ShardIteratorType=kind, StartingSequenceNumber=str(number))["ShardIterator"]
                 except self.client.exceptions.ClientError as exc:
                     if exc.response.get("Error", {}).get("Code") not in MISSING:
                         raise
         # at the shard's start, or both neighbours trimmed by retention: the oldest record kept
-        return self.client.get_shard_iterator(**args, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        return self._call(f"{self.stream}/{args['ShardId']}'s iterator", self.client.get_shard_iterator,
+                          **args, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
 
     def at_timestamp(self, shard: int, epoch_s: float) -> str:
-        return self.client.get_shard_iterator(
-            StreamName=self.stream, ShardId=shard_id(shard), ShardIteratorType="AT_TIMESTAMP",
-            Timestamp=datetime.fromtimestamp(epoch_s, UTC))["ShardIterator"]
+        return self._call(f"{self.stream}/{shard_id(shard)}'s iterator", self.client.get_shard_iterator,
+                          StreamName=self.stream, ShardId=shard_id(shard), ShardIteratorType="AT_TIMESTAMP",
+                          Timestamp=datetime.fromtimestamp(epoch_s, UTC))["ShardIterator"]
 
     def records(self, iterator: str | None, limit: int, position: int = 0, timeout_s: float = 30.0,
                 shard: int = -1) -> Iterator[dict]:
         """Up to `limit` records at or after `position` from `iterator`, until the shard has no
-        more (caught up, or closed)."""
+        more (caught up, or closed). An iterator that expired while the endpoint was away (they
+        last five minutes) is taken again past the last record read, when the shard is known."""
         deadline = time.monotonic() + timeout_s
         left = limit
+        what = f"{self.stream}/{shard_id(shard)}'s records" if shard >= 0 else f"{self.stream}'s records"
         while iterator and left > 0:
-            page = self.client.get_records(ShardIterator=iterator, Limit=min(10_000, left))
+            try:
+                page = self._call(what, self.client.get_records, ShardIterator=iterator, Limit=min(10_000, left))
+            except self.client.exceptions.ExpiredIteratorException:
+                if shard < 0:
+                    raise
+                iterator = self.iterator(shard, position)
+                continue
             for record in page["Records"]:
-                if int(record["SequenceNumber"]) >= position and left > 0:
+                number = int(record["SequenceNumber"])
+                if number >= position and left > 0:
                     left -= 1
+                    position = number + 1
                     yield record
             iterator = page.get("NextShardIterator")
             if not page["Records"]:
@@ -322,12 +386,20 @@ class KinesisStreamReader(DataSourceStreamReader):
         self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
         self.pause_file, self.plan_file = options.get("pauseFile"), options["planFile"]
         self.timeout_s = int(options.get("kinesis.timeoutMs", "30000")) / 1000
+        self.outage_s = int(options.get("kinesis.outageMs", str(OUTAGE_MS))) / 1000
+        if self.outage_s < 0:
+            raise ValueError(f"autosizer-kinesis option kinesis.outageMs must be >= 0, not {self.outage_s * 1000:g}")
         self._reader: ShardReader | None = None
 
     def _shards(self) -> ShardReader:
         if self._reader is None:
-            self._reader = ShardReader(kinesis_client(self.endpoint, self.region), self.stream)
+            self._reader = self._patient_reader()
         return self._reader
+
+    def _patient_reader(self) -> ShardReader:
+        """The batch's calls (the driver's peeks, the executors' reads) ride through an outage."""
+        client = kinesis_client(self.endpoint, self.region, attempts=2 if self.outage_s else 5)
+        return ShardReader(client, self.stream, self.outage_s)
 
     def initialOffset(self) -> dict:
         return {EPOCH: -1}
@@ -365,7 +437,7 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def read(self, partition: KinesisSlot) -> Iterator[pa.RecordBatch]:
         freeze_imports()
-        reader = ShardReader(kinesis_client(self.endpoint, self.region), self.stream)
+        reader = self._patient_reader()
         for r in partition.reads:
             rows = list(reader.records(reader.iterator(r.shard, r.start), r.span, r.start,
                                        self.timeout_s, r.shard))

@@ -125,16 +125,6 @@ def test_the_broker_outage_bound_is_whole_attempts_of_the_brokers_timeout():
     assert broker_attempts(2.0, timeout_ms=500) == 4
 
 
-def test_the_broker_outage_bound_is_refused_for_a_kinesis_pipeline(capsys):
-    """A Kafka-only flag on a Kinesis pipeline was taken and did nothing: now one line, exit 2,
-    before Spark starts."""
-    code = main(["pipeline", "run", "--source", "kinesis", "--app", "tests.apps:echo", "--sink", "file:/tmp/x",
-                 "--job", "j", "--broker-outage-s", "60"])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "--broker-outage-s bounds a Kafka broker's outage" in err and "drop the flag" in err
-
-
 def test_a_bad_pipeline_flag_is_one_line_from_the_command(cli):
     result = cli("pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/x",
                  "--bootstrap", "127.0.0.1:1", "--batch-seconds", "nan")

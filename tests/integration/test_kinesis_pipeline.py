@@ -228,3 +228,82 @@ def test_startpoints_of_every_kind_apply_once_on_kinesis(spark, kinesis, stream,
     assert sorted(out[27:57]) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)]
                                         + [f"c{i}" for i in range(10)])
     assert sorted(out[57:]) == sorted(f"d{i}" for i in range(5)), "upcoming: only the new records, once"
+
+
+def test_a_kinesis_endpoint_away_for_less_than_the_outage_bound_is_ridden_through(spark, redis_server, job,
+                                                                                  stream, tmp_path):
+    """At the defaults a user runs (25 s, `--broker-outage-s`), the Kinesis endpoint restarted
+    with 10 s away (its records kept on disk) stalls the pipeline's calls, which then go on:
+    every record once, in key order, as a Kafka pipeline rides through a broker's restart."""
+    from tests.servers import Kinesis
+
+    def records(begin: int, end: int) -> list[tuple[bytes, bytes]]:
+        return [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(begin, end)]
+
+    kinesis = Kinesis(data_dir=tmp_path / "kinesis").start()
+    try:
+        kinesis.create_stream(stream, 2)
+        store = MetadataStore(redis_server.url, job)
+        store.init_layout(Layout(topics={stream: 2}, factor=2, source="kinesis"))
+        sink = FileSink(tmp_path / "out")
+        agent = PipelineAgent(spark, PipelineConfig(
+            job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
+            kinesis_endpoint=kinesis.endpoint), echo, sink)
+        assert agent.config.kinesis_outage_s == 25.0
+        kinesis.produce(stream, records(0, 200))
+        stop, thread, errors = run_in_thread(agent)
+        try:
+            wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "the first records", errors)
+            time.sleep(1.5)  # the emulator saves its streams every second
+            kinesis.halt()
+            time.sleep(10)
+            kinesis.start()
+            kinesis.produce(stream, records(200, 400))
+            wait_until(lambda: read_committed(sink.path).num_rows >= 400, 90, "the records after the outage",
+                       errors)
+            time.sleep(1.5)  # a duplicate would show up as extra rows
+        finally:
+            stop.set()
+            thread.join(60)
+            agent.close()
+        assert not errors
+        check_once_in_key_order(read_committed(sink.path), 400)
+    finally:
+        kinesis.stop()
+
+
+def test_a_kinesis_endpoint_away_past_the_outage_bound_fails_the_query_in_one_line_and_commits_nothing(
+        spark, redis_server, job, stream, tmp_path):
+    """Past the bound (3 s here) the query fails, the agent reports one line naming the endpoint
+    and the fix (the status an operator reads), and nothing more is committed."""
+    from autosizer.pipeline.agent import PipelineFailed
+    from tests.servers import Kinesis
+
+    kinesis = Kinesis().start()
+    try:
+        kinesis.create_stream(stream, 1)
+        store = MetadataStore(redis_server.url, job)
+        store.init_layout(Layout(topics={stream: 1}, factor=2, source="kinesis"))
+        sink = FileSink(tmp_path / "out")
+        agent = PipelineAgent(spark, PipelineConfig(
+            job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
+            kinesis_endpoint=kinesis.endpoint, kinesis_outage_s=3.0), echo, sink)
+        kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(20)])
+        stop, thread, errors = run_in_thread(agent)
+        try:
+            wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first records", errors)
+            before = store.checkpoints().to_json()
+            kinesis.halt()
+            thread.join(120)
+        finally:
+            stop.set()
+            agent.close()
+        assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
+        message = str(errors[0])
+        assert "\n" not in message
+        assert f"Kinesis at {kinesis.endpoint} did not answer {stream}/shardId-000000000000's" in message, message
+        assert "for 3s" in message and "start the endpoint or fix --kinesis-endpoint" in message
+        assert store.checkpoints().to_json() == before
+        assert ControlChannel(store).status()["state"] == "failed"
+    finally:
+        kinesis.stop()

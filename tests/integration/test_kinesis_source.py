@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 import time
+
+import pytest
 
 from autosizer.pipeline.kinesis_source import (
     KinesisPositions,
     ShardReader,
     kinesis_client,
     shard_index,
+    unavailable_errors,
 )
 
 
@@ -85,3 +89,36 @@ def test_a_tail_counts_arrivals_and_records_behind_a_position(kinesis, stream):
     kinesis.produce(stream, [(b"k%d" % i, b"b") for i in range(10)])
     tail.follow()
     assert tail.seen == 40 and tail.behind(numbers[10]) == 30  # a high watermark keeps counting
+
+
+def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(tmp_path, stream):
+    """The endpoint goes away between a batch's iterator and its GetRecords and comes back 3 s
+    later with its records (its data kept on disk): a reader with an outage bound asks again
+    and reads every record once, in order, where one without it fails (the lag probe's way)."""
+    from structlog.testing import capture_logs
+
+    from tests.servers import Kinesis
+
+    kinesis = Kinesis(data_dir=tmp_path / "kinesis").start()
+    try:
+        kinesis.create_stream(stream, 1)
+        kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(30)])
+        reader = ShardReader(kinesis_client(kinesis.endpoint, attempts=2), stream, outage_s=60)
+        start = reader.starting(0)
+        numbers = [int(r["SequenceNumber"]) for r in reader.records(reader.iterator(0, start), 10**6, start)]
+        assert len(numbers) == 30
+        time.sleep(1.5)  # saved to disk (every second)
+        iterator = reader.iterator(0, start)
+        kinesis.halt()
+        with pytest.raises(unavailable_errors(), match="Could not connect"):
+            ShardReader(kinesis_client(kinesis.endpoint, attempts=2), stream).records(iterator, 10).__next__()
+        back = threading.Timer(3, kinesis.start)
+        back.start()
+        with capture_logs() as logs:
+            got = [int(r["SequenceNumber"]) for r in reader.records(iterator, 10**6, start, shard=0)]
+        back.join()
+        assert got == numbers
+        retried = [e for e in logs if e["event"] == "kinesis.unavailable_retrying"]
+        assert len(retried) == 1 and retried[0]["call"] == f"{stream}/shardId-000000000000's records"
+    finally:
+        kinesis.stop()
