@@ -22,3 +22,28 @@ def slow_echo(record):
     """Like echo with a 5 ms call per record: a job that needs more workers than partitions."""
     time.sleep(0.005)
     return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
+
+
+def echo_dying_once(record):
+    """Like echo, but at the record `$AUTOSIZER_TEST_DIE_AT` ("partition:offset"), the first time
+    (until the flag file `$AUTOSIZER_TEST_DIE_FLAG` exists): wait 3 s, in which the batch's other
+    slots write their outputs, then SIGKILL every process of the pipeline's session (driver, JVM,
+    workers: PySpark's worker daemon has its own process group). A crash between a batch's
+    outputs and its commit, as a lost host makes one."""
+    import os
+    import signal
+
+    if b"%d:%d" % (record.partition, record.offset) == os.environ["AUTOSIZER_TEST_DIE_AT"].encode():
+        flag = os.environ["AUTOSIZER_TEST_DIE_FLAG"]
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            time.sleep(3)
+            session = os.getsid(0)
+            for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+                try:
+                    if os.getsid(pid) == session:
+                        os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            os.kill(os.getpid(), signal.SIGKILL)
+    return echo(record)

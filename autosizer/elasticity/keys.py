@@ -47,6 +47,8 @@ SPECS: tuple[KeySpec, ...] = (
             "a second"),
     KeySpec("expand", "string", "controller.commands", "delete it and run `autosizer layout expand` "
             "again"),
+    KeySpec("sink", "hash", "pipeline.sinks", "delete it (the Kafka sink then takes its topic's end "
+            "as written and committed: a batch in flight then may be written twice)"),
 )
 
 OVERRIDE_NAMES = ("factor", "pause", "min_factor", "max_factor", "rescale")
@@ -72,6 +74,7 @@ class JobKeys:
         self.backoff = self.key("backoff")
         self.topology = self.key("topology")  # the broker's partition counts, while they differ
         self.expand = self.key("expand")  # an operator's `layout expand --apply`, until adopted
+        self.sink = self.key("sink")  # the Kafka sink's topic ends after its last committed batch
 
     def key(self, *parts: object) -> str:
         return self.prefix + ":".join(str(p) for p in parts)

@@ -306,6 +306,30 @@ class MetadataStore:
         raw = self.call(lambda: self.redis.get(self.keys.topology))
         return None if raw is None else self.parse(self.keys.topology, raw, Topology.from_json)
 
+    # --- the sink's marks -------------------------------------------------------------------------
+
+    def sink_marks(self, topic: str) -> dict[int, int] | None:
+        """Each partition's end of the sink's `topic` after the last batch it finalized, a
+        partition not listed ending at 0 (None: never finalized into that topic)."""
+        raw = self.call(lambda: self.redis.hgetall(self.keys.sink))
+
+        def read(fields: dict) -> dict[int, int] | None:
+            mine = {f.decode().rpartition(":")[2]: int(v) for f, v in fields.items()
+                    if f.decode().rpartition(":")[0] == topic}
+            return None if "known" not in mine else {int(p): o for p, o in mine.items() if p != "known"}
+
+        return self.parse(self.keys.sink, raw, read)
+
+    def set_sink_marks(self, topic: str, marks: Mapping[int, int]) -> None:
+        """Replace the marks (of any topic: a job has one sink) with `topic`'s."""
+        def write() -> None:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.delete(self.keys.sink)
+            pipe.hset(self.keys.sink, mapping={f"{topic}:known": 1, **{f"{topic}:{p}": o for p, o in marks.items()}})
+            pipe.execute()
+
+        self.call(write)
+
     def request_expansion(self, counts: Mapping[str, int], generation: int) -> None:
         """An operator's `layout expand --apply`: the daemon adopts it at its next tick, if the
         layout is still `generation` then."""

@@ -270,7 +270,7 @@ class PipelineAgent:
         """Run until `stop` is set or the query fails (PipelineFailed). Starts the current
         generation at once unless `start` is False (then it waits for a start request)."""
         stop = stop or threading.Event()
-        self.sink.recover(self.store.committed_batch)
+        self.sink.recover(self.store)
         if start:
             self.start_query()
         else:
@@ -683,7 +683,7 @@ class PipelineAgent:
         generation = layout.generation
         began = time.perf_counter()
         batch = self._committed_batch + 1
-        sink.prepare(generation, batch)
+        sink.prepare(generation, batch, cp)
         if self._drained_at is not None and generation > self._drained_at[1]:
             # The first batch of a newer generation: processing stopped from the drain to now.
             self.metrics.restarted(began - self._drained_at[0])
@@ -706,7 +706,7 @@ class PipelineAgent:
                 if not table.num_rows:
                     return
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
-            sink.write(generation, batch, slot_id, result.outputs)
+            sink.write(generation, batch, slot_id, result.outputs, result.sources)
             yield pa.RecordBatch.from_pylist(
                 [{"task": p.task, "topic": p.topic, "partition": p.partition,
                   "next_offset": str(p.next_offset), "records": p.records, "outputs": p.outputs,
@@ -790,6 +790,7 @@ class PipelineAgent:
                 log.warning("consumer_group.commit_failed", job=self.config.job, error=str(exc))
 
     def close(self) -> None:
+        self.sink.close()
         if self._group is not None:
             self._group.close()
         if self._resolver is not None:

@@ -1,8 +1,12 @@
-"""Where the user's outputs go. Sinks are configuration only, so they pickle to executors.
+"""Where the user's outputs go. Sinks are configuration (and what `prepare` found), so they
+pickle to executors.
 
 Order per micro-batch: `prepare` (driver) → `write` per slot (executors) → commit to Redis →
-`finalize` (driver). A crash before the commit retries the same batch number, and `prepare`
-clears that attempt's files; a crash after the commit is mended by `recover` at the next start.
+`finalize` (driver). Both sinks are exactly once:
+- the file sink: a crash before the commit retries the same batch number, and `prepare` clears
+  that attempt's files; a crash after the commit is mended by `recover` at the next start;
+- the Kafka sink: what a topic got cannot be taken back, so `prepare` reads back what was written
+  since the last batch it knows committed and `write` leaves out every output already there.
 """
 
 from __future__ import annotations
@@ -10,30 +14,49 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import structlog
 
-from autosizer.pipeline.slots import Output
+from autosizer.elasticity import Checkpoints
+from autosizer.pipeline.slots import Output, Source
 
 COMMITTED = "_COMMITTED"
 OUTPUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary())])
+SOURCE_HEADER = "autosizer-source"  # on every Kafka output: "<topic>:<partition>:<offset>:<key hash>:<index>"
+
+log = structlog.get_logger(__name__)
+
+
+class SinkLedger(Protocol):
+    """What a sink keeps in the job's store (`MetadataStore` is one)."""
+
+    def committed_batch(self, generation: int) -> int: ...
+
+    def sink_marks(self, topic: str) -> dict[int, int] | None: ...
+
+    def set_sink_marks(self, topic: str, marks: Mapping[int, int]) -> None: ...
 
 
 class Sink(Protocol):
-    def prepare(self, generation: int, batch: int) -> None: ...
+    def recover(self, ledger: SinkLedger) -> None:
+        """At start, on the driver: mend what a crash left (the ledger knows what committed)."""
+        ...
 
-    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output]) -> None: ...
+    def prepare(self, generation: int, batch: int, checkpoints: Checkpoints) -> None: ...
+
+    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output],
+              sources: Sequence[Source]) -> None: ...
 
     def finalize(self, generation: int, batch: int) -> None: ...
 
-    def recover(self, committed: Callable[[int], int]) -> None:
-        """Mend what a crash left, given the committed batch number of each generation."""
-        ...
+    def close(self) -> None: ...
 
 
 class FileSink:
@@ -47,10 +70,11 @@ class FileSink:
     def _batch_dir(self, generation: int, batch: int) -> Path:
         return Path(self.path) / f"generation={generation}" / f"batch={batch:010d}"
 
-    def prepare(self, generation: int, batch: int) -> None:
+    def prepare(self, generation: int, batch: int, checkpoints: Checkpoints) -> None:
         shutil.rmtree(self._batch_dir(generation, batch), ignore_errors=True)
 
-    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output]) -> None:
+    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output],
+              sources: Sequence[Source] = ()) -> None:
         if not outputs:
             return
         directory = self._batch_dir(generation, batch)
@@ -70,13 +94,16 @@ class FileSink:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / COMMITTED).touch()
 
-    def recover(self, committed: Callable[[int], int]) -> None:
+    def close(self) -> None:
+        pass
+
+    def recover(self, ledger: SinkLedger) -> None:
         root = Path(self.path)
         if not root.exists():
             return
         for gen_dir in root.glob("generation=*"):
             generation = int(gen_dir.name.split("=")[1])
-            last = committed(generation)
+            last = ledger.committed_batch(generation)
             for batch_dir in gen_dir.glob("batch=*"):
                 batch = int(batch_dir.name.split("=")[1])
                 if batch <= last:
@@ -102,40 +129,187 @@ def _batch_order(marker: Path) -> tuple[int, int]:
 
 
 class KafkaSink:
-    """A Kafka topic through an idempotent producer: no duplicates from producer retries; a
-    batch re-run after a crash can write again (at least once across crashes)."""
+    """A Kafka topic, exactly once, through an idempotent producer (no duplicates from its own
+    retries).
 
-    def __init__(self, bootstrap: str, topic: str):
-        self.bootstrap, self.topic = bootstrap, topic
+    A batch's outputs reach the topic before its checkpoints commit, and a topic cannot take them
+    back: a crash, a failed batch or a fenced commit in between left them there, and the redo
+    wrote them again (at least once, until session 45). Now every output carries its record's
+    identity (`SOURCE_HEADER`), and the sink keeps in Redis each partition's end after the last
+    batch it saw commit (its marks). `prepare` reads back what lies past the marks; an output
+    there whose record the checkpoints still hold unprocessed is one a redo must not write again,
+    and `write` leaves it out (a record's outputs left out whole or in part, by their index). A
+    retried Spark task also reads back what its batch wrote so far. In a clean run nothing lies
+    past the marks: a batch costs two reads of the topic's ends, not a read of its outputs.
 
-    def prepare(self, generation: int, batch: int) -> None:
-        pass
+    Downstream consumers see each output once. Another producer writing to the same topic is
+    read past (its records have no header) but makes every `prepare` read what it wrote."""
 
-    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output]) -> None:
+    def __init__(self, bootstrap: str, topic: str, timeout_s: float = 30.0):
+        self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
+        self.written: frozenset[Source] = frozenset()  # outputs already there for unprocessed records
+        self.ends: dict[int, int] = {}  # the topic's ends when the batch was prepared
+        self._ledger: SinkLedger | None = None  # driver only, like the rest below
+        self._marks: dict[int, int] | None = None
+        self._clean = True
+        self._consumer: Any = None
+        self._admin: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_ledger": None, "_consumer": None, "_admin": None}
+
+    def recover(self, ledger: SinkLedger) -> None:
+        self._ledger, self._marks = ledger, ledger.sink_marks(self.topic)
+
+    def prepare(self, generation: int, batch: int, checkpoints: Checkpoints) -> None:
+        assert self._ledger is not None, "recover() binds the sink to the job's store first"
+        ends = self._ends()
+        if self._marks is None:  # never used by this job: nothing of its outputs is there
+            self._marks = ends
+            self._ledger.set_sink_marks(self.topic, ends)
+        tail = {p: (self._marks.get(p, 0), end) for p, end in ends.items() if end > self._marks.get(p, 0)}
+        written, lowest = set(), {}
+        known = set(checkpoints.layout.partitions())
+        for partition, offset, source in self._read_back(tail):
+            if _unprocessed(checkpoints, known, source):
+                written.add(source)
+                lowest.setdefault(partition, offset)
+        if tail:  # everything below an output still to be redone is done: the marks move up to it
+            marks = {p: lowest.get(p, end) for p, end in ends.items()}
+            if marks != self._marks:
+                self._marks = marks
+                self._ledger.set_sink_marks(self.topic, marks)
+            log.info("sink.read_back", topic=self.topic, records=sum(e - b for b, e in tail.values()),
+                     already_written=len(written))
+        self.written, self.ends, self._clean = frozenset(written), ends, not written
+
+    def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output],
+              sources: Sequence[Source] = ()) -> None:
         if not outputs:
             return
-        from confluent_kafka import Producer
+        from pyspark import TaskContext
 
+        written = self.written
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() > 0:
+            # a retried task: its first attempt may have written part of these outputs
+            latest = self._ends()
+            written = written | {s for _, _, s in self._read_back(
+                {p: (self.ends.get(p, 0), end) for p, end in latest.items() if end > self.ends.get(p, 0)})}
         errors: list[str] = []
 
         def delivered(err, _msg) -> None:
             if err is not None:
                 errors.append(str(err))
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "linger.ms": 5, "log_level": 0})
-        for key, value in outputs:
-            producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
+        producer = _producer(self.bootstrap)
+        for (key, value), source in zip(outputs, sources, strict=True):
+            if source in written:
+                continue
+            producer.produce(self.topic, key=key, value=value, headers=[(SOURCE_HEADER, _encode(source))],
+                             on_delivery=delivered)
             producer.poll(0)
         remaining = producer.flush(60)
         if remaining or errors:
+            _PRODUCERS.pop(self.bootstrap, None)  # a fresh one for the retry
             raise RuntimeError(
                 f"Kafka sink {self.topic!r}: {remaining} undelivered, errors {errors[:3]}: "
                 "check the broker; the batch is not committed and will be retried"
             )
 
     def finalize(self, generation: int, batch: int) -> None:
-        pass
+        """The batch committed. With nothing left to redo, everything in the topic now is done:
+        the marks move to its ends (else `prepare` moved them as far as they may go)."""
+        if self._clean and self._ledger is not None:
+            self._marks = self._ends()
+            self._ledger.set_sink_marks(self.topic, self._marks)
 
-    def recover(self, committed: Callable[[int], int]) -> None:
-        pass
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _reader(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "autosizer-sink",
+                                       "enable.auto.commit": False, "log_level": 0})
+        return self._consumer
+
+    def _ends(self) -> dict[int, int]:
+        """Each partition's high watermark, in one request for all of them (none: the topic does
+        not exist yet)."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        found = self._admin.list_topics(self.topic, timeout=self.timeout_s).topics.get(self.topic)
+        if found is None or found.error is not None:
+            return {}
+        asked = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in sorted(found.partitions)}
+        answers = self._admin.list_offsets(asked, request_timeout=self.timeout_s)
+        return {tp.partition: future.result().offset for tp, future in answers.items()}
+
+    def _read_back(self, ranges: Mapping[int, tuple[int, int]]) -> Iterator[tuple[int, int, Source]]:
+        """(partition, offset, source) of every output of ours in [begin, end) of each partition."""
+        from confluent_kafka import TopicPartition
+
+        if not ranges:
+            return
+        consumer = self._reader()
+        consumer.assign([TopicPartition(self.topic, p, begin) for p, (begin, _) in ranges.items()])
+        left = dict(ranges)
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while left:
+                for message in consumer.consume(1000, timeout=0.5):
+                    partition = message.partition()
+                    if message.error() is not None or partition not in left or message.offset() >= left[partition][1]:
+                        continue
+                    header = dict(message.headers() or ()).get(SOURCE_HEADER)
+                    if header is not None:
+                        yield partition, message.offset(), _decode(header)
+                for tp in consumer.position([TopicPartition(self.topic, p) for p in list(left)]):
+                    if tp.offset >= left[tp.partition][1]:
+                        del left[tp.partition]
+                if left and time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"Kafka sink {self.topic!r}: could not read back partitions {sorted(left)} "
+                        f"in {self.timeout_s:g}s: check the broker; the batch is not committed and will be retried")
+        finally:
+            consumer.unassign()
+
+
+_PRODUCERS: dict[str, Any] = {}  # per Python worker (Spark reuses them): bootstrap -> producer
+
+
+def _producer(bootstrap: str) -> Any:
+    """The worker's idempotent producer for `bootstrap`, made once. A new one spends 0.5-1 s
+    before its first delivery (its producer id handshake, measured on noida-db), and the sink
+    made one for every slot of every batch until session 45 (`benchmarks/bench_kafka_sink.py`)."""
+    if bootstrap not in _PRODUCERS:
+        from confluent_kafka import Producer
+
+        _PRODUCERS[bootstrap] = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                          "linger.ms": 5, "log_level": 0})
+    return _PRODUCERS[bootstrap]
+
+
+def _unprocessed(checkpoints: Checkpoints, known: set, source: Source) -> bool:
+    """Does a virtual task still hold the output's record unprocessed (so a redo reads it)?"""
+    topic, partition, offset, key_hash, _ = source
+    if (topic, partition) not in known:
+        return False
+    return any(checkpoints.accepts(task.name, topic, partition, offset, key_hash)
+               for task in checkpoints.layout.readers(topic, partition))
+
+
+def _encode(source: Source) -> bytes:
+    return ":".join(map(str, source)).encode()
+
+
+def _decode(header: bytes) -> Source:
+    topic, partition, offset, key_hash, index = header.decode().rsplit(":", 4)
+    return topic, int(partition), int(offset), int(key_hash), int(index)

@@ -39,6 +39,10 @@ from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_workers, lane_mod
 from autosizer.redaction import clip
 
 Output = tuple[bytes | None, bytes]
+# Where an output came from: its record's topic, partition, offset and key hash (which virtual
+# task owns it), and its place among that record's outputs. What lets a sink tell an output it
+# already wrote from a new one, and whether that record is committed.
+Source = tuple[str, int, int, int, int]
 # Seconds; the edges of the process-time histogram (the seed's process-ns).
 PROCESS_TIME_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
 PROCESS_TIME_BUCKETS_NS = tuple(int(b * 1e9) for b in PROCESS_TIME_BUCKETS)
@@ -154,19 +158,27 @@ class SlotResult:
     progress: list[TaskProgress]
     wall_ns: int
     records: int = 0  # processed by every task of the slot
+    sources: list[Source] = field(default_factory=list)  # one per output, in the same order
 
 
 class _Lane:
     """One key lane of one task in one partition: rows [begin, begin + size) of its `_Work`."""
 
     __slots__ = ("item", "residue", "begin", "size", "done", "process_ns", "busy_ns", "cpu_ns",
-                 "histogram", "outputs")
+                 "histogram", "outputs", "counts")
 
     def __init__(self, item: _Work, residue: int, begin: int, size: int):
         self.item, self.residue, self.begin, self.size = item, residue, begin, size
         self.done = self.process_ns = self.busy_ns = self.cpu_ns = 0
         self.histogram = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
         self.outputs: list[Output] = []
+        self.counts: list[int] = []  # outputs of each processed record, in offset order
+
+    def sources(self) -> list[Source]:
+        item = self.item
+        topic, partition, offsets, hashes = item.stats.topic, item.stats.partition, item.offsets, item.hashes
+        return [(topic, partition, int(offsets[self.begin + k]), int(hashes[self.begin + k]), i)
+                for k, n in enumerate(self.counts) for i in range(n)]
 
     @property
     def left(self) -> int:
@@ -184,9 +196,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class _Work:
     """One partition's accepted records for one task, grouped by lane, each lane in offset order."""
 
-    def __init__(self, stats: TaskProgress, records: pa.Table, offsets: np.ndarray,
+    def __init__(self, stats: TaskProgress, records: pa.Table, offsets: np.ndarray, hashes: np.ndarray,
                  lanes: np.ndarray, modulus: int, owned_residues: range):
-        self.stats, self.records, self.offsets = stats, records, offsets
+        self.stats, self.records, self.offsets, self.hashes = stats, records, offsets, hashes
         self.modulus, self.owned_residues = modulus, owned_residues
         starts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1]]) if len(lanes) else np.array([], int)
         bounds = [*starts.tolist(), len(lanes)]
@@ -220,8 +232,9 @@ class _Work:
             return 1
         return max(1, min(CHUNK_ROWS, int(QUANTUM_NS / self.ns_per_record) + 1))
 
-    def finish(self) -> list[Output]:
-        """Fold the lanes into the task's progress; its outputs, lane after lane (key order)."""
+    def finish(self, sources: list[Source]) -> list[Output]:
+        """Fold the lanes into the task's progress; its outputs, lane after lane (key order), and
+        their sources appended to `sources`."""
         stats, outputs = self.stats, []
         cut: dict[int, int] = {}
         for lane in self.lanes:
@@ -232,6 +245,7 @@ class _Work:
             stats.outputs += len(lane.outputs)
             stats.pending += lane.left
             outputs += lane.outputs
+            sources += lane.sources()
             if lane.left:
                 cut[lane.residue] = int(lane.next_offset)
         stats.histogram = tuple(map(sum, zip(*(lane.histogram for lane in self.lanes), strict=True)))
@@ -282,11 +296,12 @@ def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn,
     if workers:
         _LanePool(lanes, process, deadline or NoDeadline()).run(workers)
     outputs: list[Output] = []
+    sources: list[Source] = []
     for name in sorted(work):
         for item in work[name]:
-            outputs += item.finish()
+            outputs += item.finish(sources)
     stats = list(progress.values())
-    return SlotResult(outputs, stats, time.perf_counter_ns() - started, sum(p.records for p in stats))
+    return SlotResult(outputs, stats, time.perf_counter_ns() - started, sum(p.records for p in stats), sources)
 
 
 class _LanePool:
@@ -366,6 +381,7 @@ class _LanePool:
                 lane.process_ns += elapsed
                 lane.histogram[bisect.bisect_left(PROCESS_TIME_BUCKETS_NS, elapsed)] += 1
                 lane.outputs += produced
+                lane.counts.append(len(produced))
                 lane.done += 1
                 done += 1
                 self.done[name] = next(self.counters[name])
@@ -424,7 +440,8 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                 order = np.argsort(lanes, kind="stable")  # by lane, each still in offset order
                 chosen = records.filter(pa.array(mask)).select(["key", "value", "offset", "timestamp"])
                 work.setdefault(task.name, []).append(_Work(
-                    stats, chosen.take(pa.array(order)), offsets[mask][order], lanes[order], modulus,
+                    stats, chosen.take(pa.array(order)), offsets[mask][order], hashes[mask][order],
+                    lanes[order], modulus,
                     range(task.bucket, modulus, task.factor)))
     return work, progress
 

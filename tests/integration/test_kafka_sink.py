@@ -1,0 +1,94 @@
+"""The Kafka sink's exactly-once read-back against a real broker and a real Redis, step by step
+as the agent calls it (recover, prepare, write per slot, commit, finalize), without Spark."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.store import MetadataStore
+from autosizer.pipeline.sinks import SOURCE_HEADER, KafkaSink
+
+pytestmark = pytest.mark.integration
+TASK = "Partition_0"
+
+
+def outputs(offsets: range) -> tuple[list, list]:
+    """The outputs of records `offsets` of orders[0], one each, and their sources."""
+    return ([(b"k%d" % (o % 3), b"%d" % o) for o in offsets],
+            [("orders", 0, o, 1000 + o, 0) for o in offsets])
+
+
+def in_topic(broker) -> list[tuple[bytes, bytes | None]]:
+    """(value, source header) of every record in `enriched`, in order."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})
+    end = consumer.get_watermark_offsets(TopicPartition("enriched", 0), timeout=10)[1]
+    consumer.assign([TopicPartition("enriched", 0, 0)])
+    seen: list = []
+    while len(seen) < end:
+        seen += [(m.value(), dict(m.headers() or ()).get(SOURCE_HEADER))
+                 for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    consumer.close()
+    return seen
+
+
+def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for_a_cut_tail(
+        broker, redis_server, job):
+    broker.create_topic("enriched", 1)
+    store = MetadataStore(redis_server.url, job)
+    layout = Layout(topics={"orders": 1}, factor=1)
+    store.init_layout(layout)
+    cp = Checkpoints.initial(layout)
+
+    dead = KafkaSink(broker.bootstrap, "enriched")
+    dead.recover(store)
+    dead.prepare(1, 1, cp)
+    assert store.sink_marks("enriched") == {0: 0}, "a new job's marks: the topic's ends"
+    dead.write(1, 1, 0, *outputs(range(10)))  # then the pipeline died: no commit, no finalize
+    dead.close()
+
+    redo = KafkaSink(broker.bootstrap, "enriched")  # the restarted pipeline
+    redo.recover(store)
+    redo.prepare(1, 1, cp)
+    assert len(redo.written) == 10
+    redo.write(1, 1, 0, *outputs(range(15)))
+    assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(15)], "each output once"
+    assert in_topic(broker)[3][1] == b"orders:0:3:1003:0"
+    # the redo's deadline cut its tasks at offset 6: records 6-14 are written but not committed
+    cp.advance(TASK, "orders", 0, 6)
+    store.commit(1, {TASK: cp.progress(TASK)}, batch=1)
+    redo.finalize(1, 1)
+    assert store.sink_marks("enriched") == {0: 0}, "outputs of unprocessed records lie past the marks"
+
+    redo.prepare(1, 2, cp)
+    assert redo.written == frozenset(outputs(range(6, 15))[1])
+    assert store.sink_marks("enriched") == {0: 6}, "the marks move up to the first output still to redo"
+    redo.write(1, 2, 0, *outputs(range(6, 20)))
+    assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(20)]
+    cp.advance(TASK, "orders", 0, 20)
+    store.commit(1, {TASK: cp.progress(TASK)}, batch=2)
+    redo.finalize(1, 2)
+    redo.prepare(1, 3, cp)  # everything in the topic is done now
+    assert redo.written == frozenset() and store.sink_marks("enriched") == {0: 20}
+    redo.write(1, 3, 0, *outputs(range(20, 22)))
+    cp.advance(TASK, "orders", 0, 22)
+    store.commit(1, {TASK: cp.progress(TASK)}, batch=3)
+    redo.finalize(1, 3)
+    assert store.sink_marks("enriched") == {0: 22}, "a clean batch moves the marks to the topic's end"
+    redo.close()
+
+
+def test_a_topic_the_job_never_wrote_to_starts_its_marks_at_its_end(broker, redis_server, job):
+    """Records another producer left in the topic are not read back, ever: a job's marks start at
+    the topic's end the first time it prepares a batch for it."""
+    broker.create_topic("enriched", 1)
+    broker.produce("enriched", [(0, b"k", b"someone else's") for _ in range(5)])
+    store = MetadataStore(redis_server.url, job)
+    layout = Layout(topics={"orders": 1}, factor=1)
+    store.init_layout(layout)
+    sink = KafkaSink(broker.bootstrap, "enriched")
+    sink.recover(store)
+    sink.prepare(1, 1, Checkpoints.initial(layout))
+    assert store.sink_marks("enriched") == {0: 5} and sink.written == frozenset()
+    sink.close()
