@@ -47,6 +47,7 @@ from pyspark.sql.types import StructType
 from autosizer.elasticity.shards import Shard
 from autosizer.pipeline.kafka_source import EPOCH, pack, parse_offset_key, read_plan
 from autosizer.pipeline.worker_gc import freeze_imports
+from autosizer.redaction import redact
 
 SCHEMA = "key binary, value binary, topic string, partition int, offset string, timestamp timestamp"
 ARROW_SCHEMA = pa.schema(
@@ -153,12 +154,12 @@ class ShardReader:
                 if began is None:
                     began = now
                     log.warning("kinesis.unavailable_retrying", stream=self.stream, call=what,
-                                outage_s=self.outage_s, error=str(exc))
+                                outage_s=self.outage_s, error=redact(str(exc)))
                 if now - began >= self.outage_s:
                     raise KinesisUnavailable(
-                        f"Kinesis at {self.client.meta.endpoint_url} did not answer {what} for "
-                        f"{self.outage_s:g}s ({exc}): start the endpoint or fix --kinesis-endpoint, or raise "
-                        f"--broker-outage-s; nothing was committed") from exc
+                        f"Kinesis at {redact(self.client.meta.endpoint_url)} did not answer {what} for "
+                        f"{self.outage_s:g}s ({redact(str(exc))}): start the endpoint or fix --kinesis-endpoint, "
+                        f"or raise --broker-outage-s; nothing was committed") from exc
                 time.sleep(min(pause, began + self.outage_s - now))
                 pause = min(2 * pause, 2.0)
 

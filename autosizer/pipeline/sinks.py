@@ -196,6 +196,7 @@ class KafkaSink:
             latest = self._ends()
             written = written | {s for _, _, s in self._read_back(
                 {p: (self.ends.get(p, 0), end) for p, end in latest.items() if end > self.ends.get(p, 0)})}
+            self.close()
         errors: list[str] = []
 
         def delivered(err, _msg) -> None:

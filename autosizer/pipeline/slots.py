@@ -175,10 +175,12 @@ class _Lane:
         self.counts: list[int] = []  # outputs of each processed record, in offset order
 
     def sources(self) -> list[Source]:
-        item = self.item
-        topic, partition, offsets, hashes = item.stats.topic, item.stats.partition, item.offsets, item.hashes
-        return [(topic, partition, int(offsets[self.begin + k]), int(hashes[self.begin + k]), i)
-                for k, n in enumerate(self.counts) for i in range(n)]
+        """One per output (0.3 us each: 10 ms for a slot's 30,000)."""
+        item, done = self.item, slice(self.begin, self.begin + len(self.counts))
+        topic, partition = item.stats.topic, item.stats.partition
+        return [(topic, partition, offset, key_hash, i) for offset, key_hash, n in
+                zip(item.offsets[done].tolist(), item.hashes[done].tolist(), self.counts, strict=True)
+                for i in range(n)]
 
     @property
     def left(self) -> int:

@@ -324,3 +324,21 @@ def test_the_function_receives_each_records_own_fields_and_timestamp():
                 for r in table.to_pylist()}
     assert got == expected
     assert all(isinstance(v[4], datetime) and v[4].tzinfo is not None for v in got.values())
+
+
+def test_every_output_names_its_record_its_key_hash_and_its_place_among_the_records_outputs():
+    """What the Kafka sink reads back to leave out what a dead attempt wrote: a record with no
+    output has no source, one with two has indexes 0 and 1, and the key hash is the one that
+    places the record in its virtual task."""
+    from autosizer.elasticity import key_hashes
+
+    layout = Layout(topics={"orders": 1}, factor=2)
+    rows = [(b"key-%d" % (o % 5), b"%d" % o, "orders", 0, o) for o in range(30)]
+    result = run_slot(records_table(rows), Checkpoints.initial(layout),
+                      lambda r: [r.value] * (int(r.value) % 3))  # 0, 1 or 2 outputs a record
+    assert len(result.sources) == len(result.outputs) == sum(o % 3 for o in range(30))
+    hashes = key_hashes(pa.array([r[0] for r in rows], pa.binary()), list(range(30)))
+    for (_, value), (topic, partition, offset, key_hash, index) in zip(result.outputs, result.sources, strict=True):
+        assert (topic, partition, value) == ("orders", 0, b"%d" % offset)
+        assert key_hash == int(hashes[offset]) and index < offset % 3
+    assert {(s[2], s[4]) for s in result.sources} == {(o, i) for o in range(30) for i in range(o % 3)}
