@@ -1,7 +1,7 @@
 """Pipeline benchmarks, each measured side by side in one run (one SparkSession, one broker).
 
 Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [cpu] [trivial] [source] [downtime]
-[unordered] (no argument: all six). Spark local[2]; the backlog is produced before each measurement, and a
+[unordered] [sink] (no argument: all seven). Spark local[2]; the backlog is produced before each measurement, and a
 rate is records after the first committed batch / time from the first to the last commit, the
 whole backlog drained. The pipeline always runs with `PipelineConfig`'s defaults (what `autosizer
 pipeline run` uses): nothing is tuned per factor or per case.
@@ -31,7 +31,7 @@ from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedRedis  # noqa: E402
 from autosizer.pipeline.admission import job_capacity  # noqa: E402
 from autosizer.pipeline.control import ControlChannel  # noqa: E402
-from autosizer.pipeline.sinks import FileSink  # noqa: E402
+from autosizer.pipeline.sinks import FileSink, KafkaSink  # noqa: E402
 
 PARTITIONS = 4
 KEYS = 100_000
@@ -74,8 +74,9 @@ class Bench:
         produce_backlog(self.broker, name, records, keys)
         return name
 
-    def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS) -> Run:
-        """Drain a backlog with the pipeline at its default settings."""
+    def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS, sink: str = "file") -> Run:
+        """Drain a backlog with the pipeline at its default settings, into Parquet files or, with
+        `sink="kafka"`, a 4-partition topic (both exactly once)."""
         from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 
         topic = self.topic(records, keys)
@@ -87,7 +88,7 @@ class Bench:
         agent = PipelineAgent(
             self.spark,
             PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap),
-            process, FileSink(self.workdir / job),
+            process, self._sink(sink, job),
             on_batch=lambda _a, progress: commits.append((time.perf_counter(), sum(p.records for p in progress))),
         )
         stop = threading.Event()
@@ -104,6 +105,12 @@ class Bench:
         return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
                    cpu_s / max(1, sum(agent.metrics.records_in.values())),
                    self.spark.sparkContext.defaultParallelism, agent.admission.duty())
+
+    def _sink(self, kind: str, job: str) -> FileSink | KafkaSink:
+        if kind == "file":
+            return FileSink(self.workdir / job)
+        self.broker.create_topic(f"{job}-out", PARTITIONS)
+        return KafkaSink(self.broker.bootstrap, f"{job}-out")
 
     def run_unordered(self, records: int, ways: int, max_records: int) -> float:
         """The same 2 ms workload cut `ways` ways by offset range, no key order (Spark's
@@ -332,7 +339,8 @@ def steady_rate(commits: list[tuple[float, int]]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["factor", "cpu", "trivial", "source", "downtime", "unordered"])
+    parser.add_argument("which", nargs="*",
+                        default=["factor", "cpu", "trivial", "source", "downtime", "unordered", "sink"])
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="backlog per run, in seconds at the factor's ordered bound")
     parser.add_argument("--factors", type=int, nargs="+",
@@ -414,6 +422,17 @@ def main() -> None:
             print(f"unordered (batches of {args.batch_seconds:g} s of ideal work): {unordered:8.0f}/s   "
                   f"virtual tasks F=8 (default settings): {ordered:8.0f}/s   "
                   f"= {ordered / unordered:.0%} of the unordered rate (goal >= 90%)", flush=True)
+        if "sink" in args.which:
+            print("\n## the sink: Parquet files against a Kafka topic, both exactly once (sleep 2 ms, F=8)")
+            records = int(32 * ideal_per_task * args.seconds)
+            rates = {kind: [] for kind in ("file", "kafka")}
+            for _ in range(2):  # alternated, so both meet the same machine
+                for kind in rates:
+                    rates[kind].append(bench.run_pipeline(sleep_2ms, 8, records, sink=kind).rate)
+            file_rate, kafka_rate = (statistics.median(r) for r in rates.values())
+            print(f"file: {file_rate:8.0f}/s   kafka: {kafka_rate:8.0f}/s   kafka / file = {kafka_rate / file_rate:.2f} "
+                  f"(runs: file {', '.join(f'{r:.0f}' for r in rates['file'])}; "
+                  f"kafka {', '.join(f'{r:.0f}' for r in rates['kafka'])})", flush=True)
     spark.stop()
 
 
