@@ -92,3 +92,49 @@ def test_a_topic_the_job_never_wrote_to_starts_its_marks_at_its_end(broker, redi
     sink.prepare(1, 1, Checkpoints.initial(layout))
     assert store.sink_marks("enriched") == {0: 5} and sink.written == frozenset()
     sink.close()
+
+
+def retried_task(bootstrap: str, redis_url: str, job: str) -> None:
+    """Run in its own process (a SparkContext of its own: `local[1,2]` lets a task fail once
+    and be retried): one task writes ten outputs through the sink, then fails; Spark runs it
+    again, and the second attempt writes the same ten outputs."""
+    from pyspark import TaskContext
+    from pyspark.sql import SparkSession
+
+    store = MetadataStore(redis_url, job)
+    layout = store.layout()
+    sink = KafkaSink(bootstrap, "enriched")
+    sink.recover(store)
+    sink.prepare(1, 1, Checkpoints.initial(layout))
+
+    def task(_rows):
+        attempt = TaskContext.get().attemptNumber()
+        sink.write(1, 1, 0, *outputs(range(10)))
+        if attempt == 0:
+            raise RuntimeError("the executor was lost after its outputs reached the topic")
+        yield attempt
+
+    spark = SparkSession.builder.master("local[1,2]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        assert spark.sparkContext.parallelize([0], 1).mapPartitions(task).collect() == [1]
+    finally:
+        spark.stop()
+
+
+def test_a_retried_spark_task_leaves_out_what_its_first_attempt_wrote(broker, redis_server, job):
+    """A Spark task retried within its batch (a cluster retries a failed task, up to
+    `spark.task.maxFailures`) reads back what the batch wrote since `prepare`: each output once."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    broker.create_topic("enriched", 1)
+    MetadataStore(redis_server.url, job).init_layout(Layout(topics={"orders": 1}, factor=1))
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from tests.integration.test_kafka_sink import retried_task; "
+                               "retried_task(*sys.argv[1:])", broker.bootstrap, redis_server.url, job],
+        cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(10)]
