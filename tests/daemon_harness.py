@@ -85,13 +85,14 @@ def start_daemon(config: Path, log: Path, **env: str) -> subprocess.Popen:
 
 def pipeline_command(redis_url: str, bootstrap: str, job: str, out: Path, metrics_port: int,
                      app: str = "tests.apps:slow_echo", trigger: float = 1.0,
-                     max_records: int = 4000) -> list[str]:
+                     max_records: int = 4000, sink: str | None = None) -> list[str]:
     """The pipeline as a user starts it: the product's 1 s trigger. Until session 38 it was
     0.5 s here (and in the Kinesis daemon test's own command): `test_daemon.py` cost 343 CPU-s
     against 290, chaos, expansion and the Kinesis daemon test 497 against 455, for no check of
-    theirs (a saturated batch starts the next at once either way)."""
+    theirs (a saturated batch starts the next at once either way). `sink`: `kafka:TOPIC`, or
+    (default) Parquet files in `out`."""
     return [AUTOSIZER, "pipeline", "run", "--app", app, "--job", job, "--redis", redis_url,
-            "--bootstrap", bootstrap, "--sink", f"file:{out}", "--master", "local[2]",
+            "--bootstrap", bootstrap, "--sink", sink or f"file:{out}", "--master", "local[2]",
             "--trigger", str(trigger), "--metrics-port", str(metrics_port),
             "--max-records", str(max_records)]
 

@@ -29,7 +29,11 @@ from tests.daemon_harness import (
     stop,
     write_config,
 )
-from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
+from tests.integration.test_pipeline import (
+    check_exactly_once_in_key_order,
+    topic_outputs,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 2
@@ -38,23 +42,36 @@ PARTITIONS = 2
 class Job:
     """One running job: broker topic, layout, pipeline process, Prometheus scraping it, a load."""
 
-    def __init__(self, redis_server, broker, job: str, tmp: Path, factor: int = 1, rate: float = 40):
-        self.tmp, self.job, self.redis_url = tmp, job, redis_server.url
+    def __init__(self, redis_server, broker, job: str, tmp: Path, factor: int = 1, rate: float = 40,
+                 sink: str = "file"):
+        """`sink`: "file" (Parquet files in `out`) or "kafka" (the topic `enriched`)."""
+        self.tmp, self.job, self.redis_url, self.broker = tmp, job, redis_server.url, broker
         broker.create_topic("orders", PARTITIONS)
+        self.sink = None if sink == "file" else "kafka:enriched"
+        if self.sink:
+            broker.create_topic("enriched", PARTITIONS)
         self.store = MetadataStore(redis_server.url, job)
         self.store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=factor))
         self.decisions = DecisionJournal(self.store)
         self.out = tmp / "out"
         port = free_port()
         self.prometheus = EmbeddedPrometheus([f"127.0.0.1:{port}"], tmp / "prometheus").start()
-        self.command = pipeline_command(redis_server.url, broker.bootstrap, job, self.out, port)
-        self.pipeline = start_pipeline(redis_server.url, broker.bootstrap, job, self.out,
-                                       tmp / "pipeline.log", port)
+        self.port = port
+        self.command = pipeline_command(redis_server.url, broker.bootstrap, job, self.out, port, sink=self.sink)
+        self.pipeline = self.start_pipeline()
         self.load = StepLoad(broker, "orders", PARTITIONS, rate=rate)
         self.load.start()
         self.daemons: list = []
         wait_until(lambda: first_batch(self.store, self.pipeline, tmp / "pipeline.log"), 180,
                    "the pipeline's first batch")
+
+    def start_pipeline(self):
+        """The job's pipeline process, as first started (the same flags, the same log)."""
+        return start_pipeline(self.redis_url, self.broker.bootstrap, self.job, self.out, self.tmp / "pipeline.log",
+                              self.port, sink=self.sink)
+
+    def outputs(self):
+        return topic_outputs(self.broker.bootstrap, "enriched") if self.sink else read_committed(self.out)
 
     def config(self, name: str = "daemon", **changes) -> Path:
         return write_config(self.tmp / f"{name}.toml", self.job, self.redis_url, self.prometheus.url, **changes)
@@ -70,9 +87,9 @@ class Job:
     def finish(self) -> None:
         """Stop the load, let the pipeline catch up, check exactly once in key order."""
         total = self.load.finish()
-        wait_until(lambda: read_committed(self.out).num_rows >= total, 240, f"all {total} messages")
+        wait_until(lambda: self.outputs().num_rows >= total, 240, f"all {total} messages")
         time.sleep(1.5)  # a duplicate would show up as extra rows
-        check_exactly_once_in_key_order(read_committed(self.out), total)
+        check_exactly_once_in_key_order(self.outputs(), total)
 
     def close(self) -> None:
         self.load.stop.set()

@@ -78,6 +78,29 @@ def check_exactly_once_in_key_order(table, total: int) -> None:
         last[key] = int(seq)
 
 
+def topic_outputs(bootstrap: str, topic: str):
+    """Every record of `topic` as a (key, value) table, partition after partition, each read to
+    the end it had when called: what a Kafka sink wrote, in each partition's order."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "log_level": 0})
+    partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    seen: dict[int, list] = {p: [] for p in partitions}
+    deadline = time.monotonic() + 60
+    while any(len(seen[p]) < ends[p] for p in partitions):
+        assert time.monotonic() < deadline, f"could not read {topic} to its end"
+        for m in consumer.consume(1000, timeout=0.5):
+            if m.error() is None and m.offset() < ends[m.partition()]:
+                seen[m.partition()].append((m.key(), m.value()))
+    consumer.close()
+    rows = [row for p in partitions for row in seen[p]]
+    return pa.table({"key": pa.array([k for k, _ in rows], pa.binary()),
+                     "value": pa.array([v for _, v in rows], pa.binary())})
+
+
 @pytest.fixture
 def pipeline(spark, broker, redis_server, job, tmp_path):
     def make(partitions: int, factor: int, process=echo, source=None, **config):
@@ -314,8 +337,6 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
 
 
 def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, job, tmp_path):
-    from confluent_kafka import Consumer, TopicPartition
-
     from autosizer.pipeline.sinks import KafkaSink
 
     store, agent, _ = pipeline(partitions=2, factor=2)
@@ -329,13 +350,7 @@ def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, j
         stop.set()
         thread.join(60)
         agent.close()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})
-    consumer.assign([TopicPartition("enriched", 0, 0)])
-    seen = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 100 and time.monotonic() < deadline:
-        seen += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
-    consumer.close()
+    seen = topic_outputs(broker.bootstrap, "enriched").column("value").to_pylist()
     assert sorted(int(v.split(b":")[2]) for v in seen) == list(range(100))
     assert not errors
 
