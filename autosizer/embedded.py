@@ -93,6 +93,7 @@ class _Process:
     log: Path
     _chosen_port: bool = False
     what = "the server"
+    stop_signal = signal.SIGTERM  # asks the server to end; killed if it has not within 10 s
 
     def _command(self) -> tuple[list[str], dict[str, str] | None]:
         raise NotImplementedError
@@ -135,7 +136,7 @@ class _Process:
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(self.stop_signal)
             try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
@@ -309,6 +310,7 @@ class EmbeddedKinesis(_Process):
     shard is finished when its iterator ends, not when a reader passes that number."""
 
     what = "the Kinesis emulator"
+    stop_signal = signal.SIGINT  # node ends on it at once, and ignores SIGTERM for 10 s
 
     def __init__(self, port: int | None = None, shard_op_s: float = 0.5, data_dir: Path | None = None):
         if shutil.which("node") is None or not (KINESIS_LOCAL / "main.js").exists():
@@ -350,15 +352,8 @@ class EmbeddedKinesis(_Process):
 
     def halt(self) -> None:
         """Stop the emulator and keep its log (and its `data_dir`): `start` brings it back on the
-        same port. SIGINT, because node ends on it at once and ignores SIGTERM for 10 s."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+        same port."""
+        super().stop()
 
     def stop(self) -> None:
         self.halt()

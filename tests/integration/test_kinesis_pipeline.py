@@ -17,7 +17,13 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import FileSink, read_committed
-from tests.integration.test_pipeline import rescale, run_in_thread, wait_until
+from tests.integration.test_pipeline import (
+    failure_of,
+    rescale,
+    ride_through_a_restart,
+    run_in_thread,
+    wait_until,
+)
 from tests.integration.test_pipeline_process import workdirs
 
 pytestmark = pytest.mark.integration
@@ -70,6 +76,19 @@ def pipeline_process(kinesis, redis_url: str, job: str, out, log, *flags: str) -
          *flags],
         cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def kinesis_agent(spark, kinesis, redis_server, job: str, stream: str, shards: int, tmp_path, **config):
+    """A stream of `shards` shards, a job on it at factor 2, and its agent in the test's session
+    writing Parquet files: (store, agent, sink)."""
+    kinesis.create_stream(stream, shards)
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={stream: shards}, factor=2, source="kinesis"))
+    sink = FileSink(tmp_path / "out")
+    agent = PipelineAgent(spark, PipelineConfig(
+        job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
+        kinesis_endpoint=kinesis.endpoint, **config), echo, sink)
+    return store, agent, sink
 
 
 def _outputs_by_batch(out) -> list[tuple[tuple[int, int], int, bytes, int]]:
@@ -173,13 +192,7 @@ def test_startpoints_of_every_kind_apply_once_on_kinesis(spark, kinesis, stream,
     and used up: the output shows exactly where each one put the shard, once."""
     from autosizer.elasticity.startpoints import Startpoint, StartpointKey
 
-    kinesis.create_stream(stream, 1)
-    store = MetadataStore(redis_server.url, job)
-    store.init_layout(Layout(topics={stream: 1}, factor=2, source="kinesis"))
-    sink = FileSink(tmp_path / "out")
-    agent = PipelineAgent(spark, PipelineConfig(
-        job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
-        kinesis_endpoint=kinesis.endpoint), echo, sink)
+    store, agent, sink = kinesis_agent(spark, kinesis, redis_server, job, stream, 1, tmp_path)
     control = ControlChannel(store)
     kinesis.produce(stream, [(b"k%d" % i, b"a%d" % i) for i in range(10)])
     time.sleep(0.1)
@@ -242,31 +255,15 @@ def test_a_kinesis_endpoint_away_for_less_than_the_outage_bound_is_ridden_throug
 
     kinesis = Kinesis(data_dir=tmp_path / "kinesis").start()
     try:
-        kinesis.create_stream(stream, 2)
-        store = MetadataStore(redis_server.url, job)
-        store.init_layout(Layout(topics={stream: 2}, factor=2, source="kinesis"))
-        sink = FileSink(tmp_path / "out")
-        agent = PipelineAgent(spark, PipelineConfig(
-            job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
-            kinesis_endpoint=kinesis.endpoint), echo, sink)
+        store, agent, sink = kinesis_agent(spark, kinesis, redis_server, job, stream, 2, tmp_path)
         assert agent.config.kinesis_outage_s == 25.0
         kinesis.produce(stream, records(0, 200))
-        stop, thread, errors = run_in_thread(agent)
-        try:
-            wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "the first records", errors)
+
+        def halt() -> None:
             time.sleep(1.5)  # the emulator saves its streams every second
             kinesis.halt()
-            time.sleep(10)
-            kinesis.start()
-            kinesis.produce(stream, records(200, 400))
-            wait_until(lambda: read_committed(sink.path).num_rows >= 400, 90, "the records after the outage",
-                       errors)
-            time.sleep(1.5)  # a duplicate would show up as extra rows
-        finally:
-            stop.set()
-            thread.join(60)
-            agent.close()
-        assert not errors
+
+        ride_through_a_restart(agent, sink, halt, kinesis.start, lambda: kinesis.produce(stream, records(200, 400)))
         check_once_in_key_order(read_committed(sink.path), 400)
     finally:
         kinesis.stop()
@@ -276,34 +273,25 @@ def test_a_kinesis_endpoint_away_past_the_outage_bound_fails_the_query_in_one_li
         spark, redis_server, job, stream, tmp_path):
     """Past the bound (3 s here) the query fails, the agent reports one line naming the endpoint
     and the fix (the status an operator reads), and nothing more is committed."""
-    from autosizer.pipeline.agent import PipelineFailed
     from tests.servers import Kinesis
 
     kinesis = Kinesis().start()
     try:
-        kinesis.create_stream(stream, 1)
-        store = MetadataStore(redis_server.url, job)
-        store.init_layout(Layout(topics={stream: 1}, factor=2, source="kinesis"))
-        sink = FileSink(tmp_path / "out")
-        agent = PipelineAgent(spark, PipelineConfig(
-            job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
-            kinesis_endpoint=kinesis.endpoint, kinesis_outage_s=3.0), echo, sink)
+        store, agent, sink = kinesis_agent(spark, kinesis, redis_server, job, stream, 1, tmp_path,
+                                           kinesis_outage_s=3.0)
         kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(20)])
-        stop, thread, errors = run_in_thread(agent)
-        try:
+        seen: dict = {}
+
+        def meanwhile(errors) -> None:
             wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first records", errors)
-            before = store.checkpoints().to_json()
+            seen["before"] = store.checkpoints().to_json()
             kinesis.halt()
-            thread.join(120)
-        finally:
-            stop.set()
-            agent.close()
-        assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
-        message = str(errors[0])
+
+        message = str(failure_of(agent, meanwhile))
         assert "\n" not in message
         assert f"Kinesis at {kinesis.endpoint} did not answer {stream}/shardId-000000000000's" in message, message
         assert "for 3s" in message and "start the endpoint or fix --kinesis-endpoint" in message
-        assert store.checkpoints().to_json() == before
+        assert store.checkpoints().to_json() == seen["before"]
         assert ControlChannel(store).status()["state"] == "failed"
     finally:
         kinesis.stop()

@@ -358,20 +358,17 @@ def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, j
 def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broker):
     store, agent, sink = pipeline(partitions=2, factor=2, kafka_retries=2, kafka_timeout_ms=500)
     broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(20)])
-    stop, thread, errors = run_in_thread(agent)
-    try:
+    seen: dict = {}
+
+    def meanwhile(errors) -> None:
         wait_until(lambda: read_committed(sink.path).num_rows >= 20, 60, "the first messages", errors)
-        committed = store.committed_batch(1)
-        before = store.checkpoints().to_json()
+        seen.update(committed=store.committed_batch(1), before=store.checkpoints().to_json())
         broker.stop()
-        thread.join(120)
-    finally:
-        stop.set()
-        agent.close()
-    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
-    assert "did not answer" in str(errors[0]) and "start the broker" in str(errors[0])
-    assert store.committed_batch(1) == committed
-    assert store.checkpoints().to_json() == before
+
+    error = failure_of(agent, meanwhile)
+    assert "did not answer" in str(error) and "start the broker" in str(error)
+    assert store.committed_batch(1) == seen["committed"]
+    assert store.checkpoints().to_json() == seen["before"]
     assert ControlChannel(store).status()["state"] == "failed"
 
 
@@ -386,20 +383,47 @@ def test_a_record_the_app_raises_on_fails_the_query_naming_where_it_is_and_commi
 
     store, agent, sink = pipeline(partitions=2, factor=2, process=poison)
     broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(40)])
-    stop, thread, errors = run_in_thread(agent)
-    try:
-        thread.join(120)
-    finally:
-        stop.set()
-        agent.close()
-    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed)
-    message = str(errors[0])
+    message = str(failure_of(agent))
     assert message.startswith("AppFailed: the app raised on orders[1] at offset 6: ValueError: cannot parse "
                               "order 13 (nothing of the batch was committed"), message
     status = ControlChannel(store).status()
     assert status["state"] == "failed" and status["error"] == message
     done = [v.split(b":")[2] for v in read_committed(sink.path).column("value").to_pylist()]
     assert b"13" not in done
+
+
+def failure_of(agent, meanwhile=lambda errors: None) -> PipelineFailed:
+    """Run `agent` in a thread and `meanwhile(errors)` beside it, then wait for its query to
+    fail: its one error."""
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        meanwhile(errors)
+        thread.join(120)
+    finally:
+        stop.set()
+        agent.close()
+    assert len(errors) == 1 and isinstance(errors[0], PipelineFailed), errors
+    return errors[0]
+
+
+def ride_through_a_restart(agent, sink, halt, resume, produce_rest, first: int = 200, total: int = 400,
+                           down_s: float = 10) -> None:
+    """Run `agent` until `first` outputs, `halt` the source for `down_s`, `resume` it and
+    `produce_rest`, then run until `total` outputs, and 1.5 s more for a duplicate to show."""
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: read_committed(sink.path).num_rows >= first, 60, "the first records", errors)
+        halt()
+        time.sleep(down_s)
+        resume()
+        produce_rest()
+        wait_until(lambda: read_committed(sink.path).num_rows >= total, 90, "the records after the outage", errors)
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    assert not errors
 
 
 def test_a_broker_away_for_less_than_the_outage_bound_is_ridden_through(pipeline, tmp_path):
@@ -412,21 +436,8 @@ def test_a_broker_away_for_less_than_the_outage_bound_is_ridden_through(pipeline
         store, agent, sink = pipeline(partitions=2, factor=2, source=broker)
         assert agent.config.kafka_retries == broker_attempts(25.0)
         broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(200)])
-        stop, thread, errors = run_in_thread(agent)
-        try:
-            wait_until(lambda: read_committed(sink.path).num_rows >= 200, 60, "the first records", errors)
-            broker.stop()
-            time.sleep(10)
-            broker.start()
-            broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(200, 400)])
-            wait_until(lambda: read_committed(sink.path).num_rows >= 400, 90, "the records after the outage",
-                       errors)
-            time.sleep(1.5)  # a duplicate would show up as extra rows
-        finally:
-            stop.set()
-            thread.join(60)
-            agent.close()
-        assert not errors
+        ride_through_a_restart(agent, sink, broker.stop, broker.start, lambda: broker.produce(
+            "orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(200, 400)]))
         check_exactly_once_in_key_order(read_committed(sink.path), 400)
     finally:
         broker.stop()
