@@ -706,7 +706,7 @@ class PipelineAgent:
                 if not table.num_rows:
                     return
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
-            sink.write(generation, batch, slot_id, result.outputs, result.sources)
+            sink.write(generation, batch, slot_id, result.outputs, result.sources if sink.wants_sources else ())
             yield pa.RecordBatch.from_pylist(
                 [{"task": p.task, "topic": p.topic, "partition": p.partition,
                   "next_offset": str(p.next_offset), "records": p.records, "outputs": p.outputs,

@@ -45,6 +45,8 @@ class SinkLedger(Protocol):
 
 
 class Sink(Protocol):
+    wants_sources: bool  # whether `write` needs each output's source (they cost time to make)
+
     def recover(self, ledger: SinkLedger) -> None:
         """At start, on the driver: mend what a crash left (the ledger knows what committed)."""
         ...
@@ -63,6 +65,8 @@ class FileSink:
     """Parquet files, exactly once: `generation=G/batch=B/slot-S.parquet`, plus a `_COMMITTED`
     marker written only after the batch's checkpoints are committed. Readers take marked
     batches only (`read_committed`)."""
+
+    wants_sources = False
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = str(path)
@@ -144,6 +148,8 @@ class KafkaSink:
 
     Downstream consumers see each output once. Another producer writing to the same topic is
     read past (its records have no header) but makes every `prepare` read what it wrote."""
+
+    wants_sources = True
 
     def __init__(self, bootstrap: str, topic: str, timeout_s: float = 30.0):
         self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
