@@ -94,11 +94,16 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
 
 
 def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spark_settings(redis_server, broker, job, tmp_path):
+    """On a standalone cluster, with a Spark setting of the user's, and through the loss of its
+    executor mid-run (SIGKILL after the first half of the records, in a batch or between two:
+    the worker starts another executor, and Spark runs a lost task again): every record once,
+    in key order, and the pipeline never exits."""
     from autosizer.embedded import EmbeddedSparkCluster
 
     broker.create_topic("orders", 2)
     total = 400
-    broker.produce("orders", [((i % 40) % 2, b"key-%d" % (i % 40), b"%d" % (i // 40)) for i in range(total)])
+    records = [((i % 40) % 2, b"key-%d" % (i % 40), b"%d" % (i // 40)) for i in range(total)]
+    broker.produce("orders", records[:200])
     MetadataStore(redis_server.url, job).init_layout(Layout(topics={"orders": 2}, factor=4))
     out = tmp_path / "out"
     with EmbeddedSparkCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
@@ -112,7 +117,13 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spa
             cwd=ROOT, env=env, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT,
         )
         try:
+            wait_until(lambda: read_committed(out).num_rows >= 200, 240, "the first records")
+            (executor,) = executors(cluster)
+            os.kill(executor, signal.SIGKILL)
+            broker.produce("orders", records[200:])
             wait_until(lambda: read_committed(out).num_rows >= total, 240, "every message")
+            assert proc.poll() is None, "the pipeline exited"
+            assert executors(cluster) and executors(cluster) != [executor], "the worker started another executor"
             (workdir,) = workdirs(proc.pid)
             written, checksums = spark_checkpoint_files(workdir)
             assert written and checksums, "--conf spark.hadoop.fs.file.impl reached the session"
@@ -121,6 +132,14 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spa
         app_logs = list((tmp_path / "spark" / "work").glob("app-*"))
     assert app_logs, "the driver did not run its executors on the standalone worker"
     check_exactly_once_in_key_order(read_committed(out), total)
+
+
+def executors(cluster) -> list[int]:
+    """The pids of the cluster's executor JVMs (the worker's children)."""
+    assert cluster.worker is not None
+    children = subprocess.run(["pgrep", "-P", str(cluster.worker.pid)], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in children
+            if "CoarseGrainedExecutorBackend" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
 
 
 def test_metrics_port_0_is_bound_by_the_kernel_and_returned():
