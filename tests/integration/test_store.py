@@ -298,3 +298,21 @@ def test_unreadable_content_is_named_with_its_fix(store, key, value):
     with pytest.raises(KeyProblem, match="cannot read") as err:
         store.layout() if key != "batch:1" else store.committed_batch(1)
     assert full in str(err.value)
+
+
+def test_the_sink_marks_round_trip_and_a_bad_sink_key_is_named_with_its_fix(store):
+    """The Kafka sink's marks: None until written for that topic, replaced whole (a job has one
+    sink), and a key of the wrong type or content a `KeyProblem` naming the key and the fix."""
+    assert store.sink_marks("enriched") is None
+    store.set_sink_marks("enriched", {0: 5, 1: 7})
+    assert store.sink_marks("enriched") == {0: 5, 1: 7}
+    store.set_sink_marks("other", {})
+    assert store.sink_marks("other") == {} and store.sink_marks("enriched") is None
+    store.redis.delete(store.keys.sink)
+    store.redis.set(store.keys.sink, "oops")
+    with pytest.raises(KeyProblem, match="holds a string, not a hash: delete it"):
+        store.sink_marks("enriched")
+    store.redis.delete(store.keys.sink)
+    store.redis.hset(store.keys.sink, mapping={"enriched:known": 1, "enriched:0": "x"})
+    with pytest.raises(KeyProblem, match="cannot read"):
+        store.sink_marks("enriched")
