@@ -6,6 +6,7 @@ import argparse
 import faulthandler
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -64,13 +65,19 @@ def load_app(spec: str) -> Any:
     return fn
 
 
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # what Kafka accepts
+
+
 def make_sink(spec: str, bootstrap: str) -> Sink:
     kind, _, target = spec.partition(":")
     if kind == "file" and target:
         return FileSink(target)
     if kind == "kafka" and target:
+        if not TOPIC_NAME.fullmatch(target):
+            raise AppError(f"--sink kafka:{target!r}: a Kafka topic's name is 1 to 249 letters, digits, "
+                           "'.', '_' or '-'")
         return KafkaSink(bootstrap, target)
-    raise AppError(f"--sink {spec!r}: use file:/path/to/dir (exactly once) or kafka:TOPIC")
+    raise AppError(f"--sink {spec!r}: use file:/path/to/dir or kafka:TOPIC (both exactly once)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Kinesis endpoint URL (default: AWS's); env AUTOSIZER_KINESIS_ENDPOINT")
     parser.add_argument("--region", default=os.environ.get("AWS_REGION"),
                         help="AWS region of the stream (default: boto3's); env AWS_REGION")
-    parser.add_argument("--sink", required=True, help="file:/dir (exactly once) or kafka:TOPIC")
+    parser.add_argument("--sink", required=True,
+                        help="file:/dir (Parquet) or kafka:TOPIC (on --bootstrap); both exactly once")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"),
                         help="Spark master (default local[*]; spark://host:7077 for standalone)")
     parser.add_argument("--trigger", type=argtype("--trigger", finite, 0.01), default=1.0,

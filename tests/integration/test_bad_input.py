@@ -78,6 +78,10 @@ CLI = [
      "--bootstrap 127.0.0.1:1 --conf fs.s3a.secret.key=se/cr#et {C}", {}, "only keys that start with 'spark.'"),
     ("Spark master as a setting", "pipeline run --app tests.apps:echo --sink file:/tmp/never "
      "--bootstrap 127.0.0.1:1 --conf spark.master=local[4] {C}", {}, "--conf spark.master: use --master instead"),
+    ("Kafka sink topic with a colon", "pipeline run --app tests.apps:echo --sink kafka:out:put "
+     "--bootstrap 127.0.0.1:1 {C}", {}, "a Kafka topic's name is 1 to 249 letters, digits"),
+    ("sink of no kind", "pipeline run --app tests.apps:echo --sink s3://bucket/out --bootstrap 127.0.0.1:1 {C}",
+     {}, "use file:/path/to/dir or kafka:TOPIC"),
 ]
 CONFIG = [  # `autosizer run --config deploy/autosizer.toml` with one bad environment value
     ("env typo", {"AUTOSIZER_GAURDS_MAX_FACTOR": "64"}, "unknown environment variable AUTOSIZER_GAURDS_MAX_FACTOR"),
