@@ -30,12 +30,15 @@ from autosizer.pipeline.slots import Output, Source
 COMMITTED = "_COMMITTED"
 OUTPUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary())])
 SOURCE_HEADER = "autosizer-source"  # on every Kafka output: "<topic>:<partition>:<offset>:<key hash>:<index>"
+JOB_HEADER = "autosizer-job"  # and the job that wrote it: two jobs may read one topic and write to one
 
 log = structlog.get_logger(__name__)
 
 
 class SinkLedger(Protocol):
     """What a sink keeps in the job's store (`MetadataStore` is one)."""
+
+    job: str
 
     def committed_batch(self, generation: int) -> int: ...
 
@@ -146,8 +149,8 @@ class KafkaSink:
     retried Spark task also reads back what its batch wrote so far. In a clean run nothing lies
     past the marks: a batch costs two reads of the topic's ends, not a read of its outputs.
 
-    Downstream consumers see each output once. Another producer writing to the same topic is
-    read past (its records have no header) but makes every `prepare` read what it wrote."""
+    Downstream consumers see each output once. Another producer writing to the same topic (or
+    another job: `JOB_HEADER`) is read past, but makes every `prepare` read what it wrote."""
 
     wants_sources = True
 
@@ -155,6 +158,7 @@ class KafkaSink:
         self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
         self.written: frozenset[Source] = frozenset()  # outputs already there for unprocessed records
         self.ends: dict[int, int] = {}  # the topic's ends when the batch was prepared
+        self.job = ""  # the job writing (`recover`), in every output's `JOB_HEADER`
         self._ledger: SinkLedger | None = None  # driver only, like the rest below
         self._marks: dict[int, int] | None = None
         self._clean = True
@@ -165,7 +169,7 @@ class KafkaSink:
         return {**self.__dict__, "_ledger": None, "_consumer": None, "_admin": None}
 
     def recover(self, ledger: SinkLedger) -> None:
-        self._ledger, self._marks = ledger, ledger.sink_marks(self.topic)
+        self._ledger, self._marks, self.job = ledger, ledger.sink_marks(self.topic), ledger.job
 
     def prepare(self, generation: int, batch: int, checkpoints: Checkpoints) -> None:
         assert self._ledger is not None, "recover() binds the sink to the job's store first"
@@ -209,12 +213,12 @@ class KafkaSink:
             if err is not None:
                 errors.append(str(err))
 
-        producer = _producer(self.bootstrap)
+        producer, job = _producer(self.bootstrap), self.job.encode()
         for (key, value), source in zip(outputs, sources, strict=True):
             if source in written:
                 continue
-            producer.produce(self.topic, key=key, value=value, headers=[(SOURCE_HEADER, _encode(source))],
-                             on_delivery=delivered)
+            producer.produce(self.topic, key=key, value=value,
+                             headers=[(JOB_HEADER, job), (SOURCE_HEADER, _encode(source))], on_delivery=delivered)
             producer.poll(0)
         remaining = producer.flush(60)
         if remaining or errors:
@@ -260,7 +264,8 @@ class KafkaSink:
         return {tp.partition: future.result().offset for tp, future in answers.items()}
 
     def _read_back(self, ranges: Mapping[int, tuple[int, int]]) -> Iterator[tuple[int, int, Source]]:
-        """(partition, offset, source) of every output of ours in [begin, end) of each partition."""
+        """(partition, offset, source) of every output this job wrote in [begin, end) of each
+        partition (another job's, or a record without our headers, is passed over)."""
         from confluent_kafka import TopicPartition
 
         if not ranges:
@@ -275,9 +280,9 @@ class KafkaSink:
                     partition = message.partition()
                     if message.error() is not None or partition not in left or message.offset() >= left[partition][1]:
                         continue
-                    header = dict(message.headers() or ()).get(SOURCE_HEADER)
-                    if header is not None:
-                        yield partition, message.offset(), _decode(header)
+                    headers = dict(message.headers() or ())
+                    if headers.get(JOB_HEADER) == self.job.encode() and SOURCE_HEADER in headers:
+                        yield partition, message.offset(), _decode(headers[SOURCE_HEADER])
                 for tp in consumer.position([TopicPartition(self.topic, p) for p in list(left)]):
                     if tp.offset >= left[tp.partition][1]:
                         del left[tp.partition]

@@ -8,7 +8,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.store import MetadataStore
-from autosizer.pipeline.sinks import SOURCE_HEADER, KafkaSink
+from autosizer.pipeline.sinks import JOB_HEADER, SOURCE_HEADER, KafkaSink
 
 pytestmark = pytest.mark.integration
 TASK = "Partition_0"
@@ -20,15 +20,15 @@ def outputs(offsets: range) -> tuple[list, list]:
             [("orders", 0, o, 1000 + o, 0) for o in offsets])
 
 
-def in_topic(broker) -> list[tuple[bytes, bytes | None]]:
-    """(value, source header) of every record in `enriched`, in order."""
+def in_topic(broker) -> list[tuple[bytes, dict]]:
+    """(value, headers) of every record in `enriched`, in order."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})
     end = consumer.get_watermark_offsets(TopicPartition("enriched", 0), timeout=10)[1]
     consumer.assign([TopicPartition("enriched", 0, 0)])
     seen: list = []
     while len(seen) < end:
-        seen += [(m.value(), dict(m.headers() or ()).get(SOURCE_HEADER))
-                 for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+        seen += [(m.value(), dict(m.headers() or ())) for m in consumer.consume(100, timeout=0.5)
+                 if m.error() is None]
     consumer.close()
     return seen
 
@@ -54,7 +54,7 @@ def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for
     assert len(redo.written) == 10
     redo.write(1, 1, 0, *outputs(range(15)))
     assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(15)], "each output once"
-    assert in_topic(broker)[3][1] == b"orders:0:3:1003:0"
+    assert in_topic(broker)[3][1] == {JOB_HEADER: job.encode(), SOURCE_HEADER: b"orders:0:3:1003:0"}
     # the redo's deadline cut its tasks at offset 6: records 6-14 are written but not committed
     cp.advance(TASK, "orders", 0, 6)
     store.commit(1, {TASK: cp.progress(TASK)}, batch=1)
@@ -138,3 +138,27 @@ def test_a_retried_spark_task_leaves_out_what_its_first_attempt_wrote(broker, re
         cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(10)]
+
+
+def test_another_jobs_outputs_of_the_same_records_are_not_taken_for_this_jobs(broker, redis_server, job):
+    """Two jobs may read one topic and write to one topic: what the other wrote for the same
+    records (its own job header) is read past, and this job's redo writes its own outputs."""
+    broker.create_topic("enriched", 1)
+    store = MetadataStore(redis_server.url, job)
+    layout = Layout(topics={"orders": 1}, factor=1)
+    store.init_layout(layout)
+    other = MetadataStore(redis_server.url, job + "-other")
+    other.init_layout(layout)
+    sink = KafkaSink(broker.bootstrap, "enriched")
+    sink.recover(store)
+    sink.prepare(1, 1, Checkpoints.initial(layout))  # the marks: the empty topic's end
+    theirs = KafkaSink(broker.bootstrap, "enriched")
+    theirs.recover(other)
+    theirs.prepare(1, 1, Checkpoints.initial(layout))
+    theirs.write(1, 1, 0, *outputs(range(5)))
+    sink.prepare(1, 1, Checkpoints.initial(layout))  # a redo: five records of theirs past our marks
+    assert sink.written == frozenset()
+    sink.write(1, 1, 0, *outputs(range(5)))
+    assert [h[JOB_HEADER] for _, h in in_topic(broker)] == [job.encode() + b"-other"] * 5 + [job.encode()] * 5
+    sink.close()
+    theirs.close()
