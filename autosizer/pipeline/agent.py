@@ -139,6 +139,8 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if self.source not in ("kafka", "kinesis"):
             raise ValueError(f"source must be kafka or kinesis, not {self.source!r}")
+        if not (math.isfinite(self.kinesis_outage_s) and self.kinesis_outage_s >= 0):
+            raise ValueError(f"kinesis_outage_s must be seconds >= 0, not {self.kinesis_outage_s!r}")
 
 
 def summarize_error(text: str) -> str:

@@ -189,8 +189,8 @@ class KafkaSink:
             if marks != self._marks:
                 self._marks = marks
                 self._ledger.set_sink_marks(self.topic, marks)
-            log.info("sink.read_back", topic=self.topic, records=sum(e - b for b, e in tail.values()),
-                     already_written=len(written))
+            log.info("sink.read_back", job=self.job, topic=self.topic,
+                     records=sum(e - b for b, e in tail.values()), already_written=len(written))
         self.written, self.ends, self._clean = frozenset(written), ends, not written
 
     def write(self, generation: int, batch: int, slot: int, outputs: Sequence[Output],

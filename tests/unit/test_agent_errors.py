@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autosizer.pipeline.agent import summarize_error
 
 SPARK_TRACE = """org.apache.spark.SparkException: Job aborted due to stage failure
@@ -26,3 +28,12 @@ def test_our_own_exceptions_are_named_without_their_module_and_others_keep_their
         "requests.exceptions.ConnectionError: refused")  # the app's own: where it came from helps
     assert summarize_error("") == "unknown error"
     assert summarize_error("no exception line here\nat all") == "no exception line here"
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_a_kinesis_outage_bound_that_is_not_seconds_is_refused_naming_the_setting(bad):
+    from autosizer.pipeline.agent import PipelineConfig
+
+    with pytest.raises(ValueError, match="kinesis_outage_s must be seconds >= 0"):
+        PipelineConfig(job="j", redis_url="redis://127.0.0.1:1/0", bootstrap="", source="kinesis",
+                       kinesis_outage_s=bad)
