@@ -26,10 +26,13 @@ def in_topic(broker) -> list[tuple[bytes, dict]]:
     end = consumer.get_watermark_offsets(TopicPartition("enriched", 0), timeout=10)[1]
     consumer.assign([TopicPartition("enriched", 0, 0)])
     seen: list = []
-    while len(seen) < end:
+    for _ in range(60):  # polls of up to 0.5 s
+        if len(seen) >= end:
+            break
         seen += [(m.value(), dict(m.headers() or ())) for m in consumer.consume(100, timeout=0.5)
                  if m.error() is None]
     consumer.close()
+    assert len(seen) == end, "enriched was not read to its end"
     return seen
 
 
