@@ -110,8 +110,8 @@ def passing(exc: Exception) -> bool:
 
 
 def kinesis_client(endpoint: str | None = None, region: str | None = None, attempts: int = 5) -> Any:
-    """A client whose calls botocore tries `attempts` times (its backoff doubles, to 8 s after the
-    fourth); a `ShardReader` with an outage bound asks again itself, so its client needs few."""
+    """A client whose calls botocore tries `attempts` times (with a backoff that doubles between
+    them); a `ShardReader` with an outage bound asks again itself, so its client needs few."""
     import boto3
     from botocore.config import Config
 
