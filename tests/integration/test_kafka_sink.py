@@ -165,3 +165,25 @@ def test_another_jobs_outputs_of_the_same_records_are_not_taken_for_this_jobs(br
     assert [h[JOB_HEADER] for _, h in in_topic(broker)] == [job.encode() + b"-other"] * 5 + [job.encode()] * 5
     sink.close()
     theirs.close()
+
+
+def test_a_redo_under_a_new_layout_still_finds_what_the_dead_attempt_wrote(broker, redis_server, job):
+    """A rescale between the crash and the redo (the checkpoints split from F = 1 to 4): the key
+    hash in each output's header finds the new virtual task that owns its record, and that task
+    has not processed it, so the redo leaves the output out."""
+    broker.create_topic("enriched", 1)
+    store = MetadataStore(redis_server.url, job)
+    layout = Layout(topics={"orders": 1}, factor=1)
+    store.init_layout(layout)
+    cp = Checkpoints.initial(layout)
+    cp.advance(TASK, "orders", 0, 3)  # records 0-2 done before
+    dead = KafkaSink(broker.bootstrap, "enriched")
+    dead.recover(store)
+    dead.prepare(1, 1, cp)
+    dead.write(1, 1, 0, *outputs(range(3, 10)))
+    dead.close()
+    redo = KafkaSink(broker.bootstrap, "enriched")
+    redo.recover(store)
+    redo.prepare(2, 1, cp.migrate(layout.with_factor(4)))
+    assert redo.written == frozenset(outputs(range(3, 10))[1])
+    redo.close()
