@@ -295,3 +295,36 @@ def test_a_kinesis_endpoint_away_past_the_outage_bound_fails_the_query_in_one_li
         assert ControlChannel(store).status()["state"] == "failed"
     finally:
         kinesis.stop()
+
+
+def test_a_kinesis_job_writes_to_a_kafka_topic_naming_each_records_sequence_number(
+        spark, kinesis, broker, redis_server, job, stream, tmp_path):
+    """Kinesis in, Kafka out: each output's source header carries its record's sequence number
+    (up to 56 digits, past any 64-bit offset) whole, which is what a redo's read-back matches."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from autosizer.pipeline.sinks import SOURCE_HEADER, KafkaSink
+    from tests.integration.test_pipeline import topic_outputs
+
+    store, agent, _ = kinesis_agent(spark, kinesis, redis_server, job, stream, 1, tmp_path)
+    broker.create_topic("enriched", 1)
+    agent.sink = KafkaSink(broker.bootstrap, "enriched")
+    kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(80)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: topic_outputs(broker.bootstrap, "enriched").num_rows >= 80, 60, "every record", errors)
+        time.sleep(1.5)  # a duplicate would show up as extra records
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    assert not errors
+    table = topic_outputs(broker.bootstrap, "enriched")
+    check_once_in_key_order(table, 80)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})
+    consumer.assign([TopicPartition("enriched", 0, 0)])
+    headers = [dict(m.headers())[SOURCE_HEADER] for m in consumer.consume(80, timeout=10) if m.error() is None]
+    consumer.close()
+    sequences = [int(v.decode().split(":")[1]) for v in table.column("value").to_pylist()]
+    assert [int(h.decode().split(":")[2]) for h in headers] == sequences[:len(headers)]
+    assert headers and all(h.decode().startswith(f"{stream}:0:") for h in headers) and max(sequences) > 2**63
