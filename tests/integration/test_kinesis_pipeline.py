@@ -304,21 +304,13 @@ def test_a_kinesis_job_writes_to_a_kafka_topic_naming_each_records_sequence_numb
     from confluent_kafka import Consumer, TopicPartition
 
     from autosizer.pipeline.sinks import SOURCE_HEADER, KafkaSink
-    from tests.integration.test_pipeline import topic_outputs
+    from tests.integration.test_pipeline import run_until, topic_outputs
 
     store, agent, _ = kinesis_agent(spark, kinesis, redis_server, job, stream, 1, tmp_path)
     broker.create_topic("enriched", 1)
     agent.sink = KafkaSink(broker.bootstrap, "enriched")
     kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(80)])
-    stop, thread, errors = run_in_thread(agent)
-    try:
-        wait_until(lambda: topic_outputs(broker.bootstrap, "enriched").num_rows >= 80, 60, "every record", errors)
-        time.sleep(1.5)  # a duplicate would show up as extra records
-    finally:
-        stop.set()
-        thread.join(60)
-        agent.close()
-    assert not errors
+    run_until(agent, lambda: topic_outputs(broker.bootstrap, "enriched").num_rows >= 80, "every record")
     table = topic_outputs(broker.bootstrap, "enriched")
     check_once_in_key_order(table, 80)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "log_level": 0})

@@ -393,6 +393,21 @@ def test_a_record_the_app_raises_on_fails_the_query_naming_where_it_is_and_commi
     assert b"13" not in done
 
 
+def run_until(agent, done, what: str, timeout_s: float = 60, meanwhile=lambda errors: None) -> None:
+    """Run `agent`, do `meanwhile(errors)` beside it, then run until `done()`, and 1.5 s more
+    for a duplicate to show; it must not fail."""
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        meanwhile(errors)
+        wait_until(done, timeout_s, what, errors)
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+    assert not errors
+
+
 def failure_of(agent, meanwhile=lambda errors: None) -> PipelineFailed:
     """Run `agent` in a thread and `meanwhile(errors)` beside it, then wait for its query to
     fail: its one error."""
@@ -411,20 +426,15 @@ def ride_through_a_restart(agent, sink, halt, resume, produce_rest, first: int =
                            down_s: float = 10) -> None:
     """Run `agent` until `first` outputs, `halt` the source for `down_s`, `resume` it and
     `produce_rest`, then run until `total` outputs, and 1.5 s more for a duplicate to show."""
-    stop, thread, errors = run_in_thread(agent)
-    try:
+    def outage(errors) -> None:
         wait_until(lambda: read_committed(sink.path).num_rows >= first, 60, "the first records", errors)
         halt()
         time.sleep(down_s)
         resume()
         produce_rest()
-        wait_until(lambda: read_committed(sink.path).num_rows >= total, 90, "the records after the outage", errors)
-        time.sleep(1.5)
-    finally:
-        stop.set()
-        thread.join(60)
-        agent.close()
-    assert not errors
+
+    run_until(agent, lambda: read_committed(sink.path).num_rows >= total, "the records after the outage", 90,
+              meanwhile=outage)
 
 
 def test_a_broker_away_for_less_than_the_outage_bound_is_ridden_through(pipeline, tmp_path):
