@@ -232,8 +232,10 @@ class KafkaSink:
         """The batch committed. With nothing left to redo, everything in the topic now is done:
         the marks move to its ends (else `prepare` moved them as far as they may go)."""
         if self._clean and self._ledger is not None:
-            self._marks = self._ends()
-            self._ledger.set_sink_marks(self.topic, self._marks)
+            ends = self._ends()
+            if ends != self._marks:  # a batch that wrote nothing leaves them, and Redis, alone
+                self._marks = ends
+                self._ledger.set_sink_marks(self.topic, ends)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -276,7 +278,10 @@ class KafkaSink:
         deadline = time.monotonic() + self.timeout_s
         try:
             while left:
-                for message in consumer.consume(1000, timeout=0.5):
+                messages = consumer.consume(1000, timeout=0.5)
+                if messages:  # the wait is for a broker that stops answering, not for a long tail
+                    deadline = time.monotonic() + self.timeout_s
+                for message in messages:
                     partition = message.partition()
                     if message.error() is not None or partition not in left or message.offset() >= left[partition][1]:
                         continue
@@ -288,8 +293,8 @@ class KafkaSink:
                         del left[tp.partition]
                 if left and time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"Kafka sink {self.topic!r}: could not read back partitions {sorted(left)} "
-                        f"in {self.timeout_s:g}s: check the broker; the batch is not committed and will be retried")
+                        f"Kafka sink {self.topic!r}: reading back partitions {sorted(left)} got nothing "
+                        f"for {self.timeout_s:g}s: check the broker; the batch is not committed and will be retried")
         finally:
             consumer.unassign()
 
