@@ -146,11 +146,13 @@ class KafkaSink:
     batch it saw commit (its marks). `prepare` reads back what lies past the marks; an output
     there whose record the checkpoints still hold unprocessed is one a redo must not write again,
     and `write` leaves it out (a record's outputs left out whole or in part, by their index). A
-    retried Spark task also reads back what its batch wrote so far. In a clean run nothing lies
-    past the marks: a batch costs two reads of the topic's ends, not a read of its outputs.
+    retried Spark task also reads back what its batch wrote so far. A batch after one that
+    committed clean here reads nothing back (`_settled`): all this job wrote lay below the ends
+    `finalize` read, and it writes nothing between batches, so what came since is another
+    producer's. A clean run costs two reads of the topic's ends a batch, never a read of outputs.
 
     Downstream consumers see each output once. Another producer writing to the same topic (or
-    another job: `JOB_HEADER`) is read past, but makes every `prepare` read what it wrote."""
+    another job: `JOB_HEADER`) is read past by the first batch after a start or a failed batch."""
 
     wants_sources = True
 
@@ -162,6 +164,7 @@ class KafkaSink:
         self._ledger: SinkLedger | None = None  # driver only, like the rest below
         self._marks: dict[int, int] | None = None
         self._clean = True
+        self._settled = False  # the last batch committed clean in this process: nothing to read back
         self._consumer: Any = None
         self._admin: Any = None
 
@@ -170,10 +173,14 @@ class KafkaSink:
 
     def recover(self, ledger: SinkLedger) -> None:
         self._ledger, self._marks, self.job = ledger, ledger.sink_marks(self.topic), ledger.job
+        self._settled = False  # a start reads back from the marks
 
     def prepare(self, generation: int, batch: int, checkpoints: Checkpoints) -> None:
         assert self._ledger is not None, "recover() binds the sink to the job's store first"
-        ends = self._ends()
+        ends, settled, self._settled = self._ends(), self._settled, False
+        if settled:  # what lies past the last clean batch's ends is another producer's
+            self.written, self.ends, self._clean = frozenset(), ends, True
+            return
         if self._marks is None:  # never used by this job: nothing of its outputs is there
             self._marks = ends
             self._ledger.set_sink_marks(self.topic, ends)
@@ -236,6 +243,7 @@ class KafkaSink:
             if ends != self._marks:  # a batch that wrote nothing leaves them, and Redis, alone
                 self._marks = ends
                 self._ledger.set_sink_marks(self.topic, ends)
+            self._settled = True
 
     def close(self) -> None:
         if self._consumer is not None:

@@ -167,6 +167,43 @@ def test_another_jobs_outputs_of_the_same_records_are_not_taken_for_this_jobs(br
     theirs.close()
 
 
+def test_another_producer_is_read_past_only_by_a_batch_after_a_failed_one(broker, redis_server, job):
+    """Between two clean batches the job writes nothing, so what another producer wrote since is
+    not read back (a shared topic cost a read of its traffic every batch until session 46). A
+    batch that failed after its outputs reached the topic leaves the next one to read back: the
+    redo writes each output once."""
+    from structlog.testing import capture_logs
+
+    broker.create_topic("enriched", 1)
+    store = MetadataStore(redis_server.url, job)
+    layout = Layout(topics={"orders": 1}, factor=1)
+    store.init_layout(layout)
+    cp = Checkpoints.initial(layout)
+    sink = KafkaSink(broker.bootstrap, "enriched")
+    sink.recover(store)
+    with capture_logs() as logged:
+        for batch, (begin, end) in enumerate(((0, 5), (5, 10), (10, 15)), start=1):
+            sink.prepare(1, batch, cp)
+            sink.write(1, batch, 0, *outputs(range(begin, end)))
+            cp.advance(TASK, "orders", 0, end)
+            store.commit(1, {TASK: cp.progress(TASK)}, batch=batch)
+            sink.finalize(1, batch)
+            broker.produce("enriched", [(0, b"k", b"someone else's") for _ in range(20)])
+    assert not [e for e in logged if e["event"] == "sink.read_back"], "clean batches read nothing back"
+    assert store.sink_marks("enriched") == {0: 55}, "the marks still follow the topic's end"
+
+    sink.prepare(1, 4, cp)  # batch 4 writes, then fails before its commit
+    sink.write(1, 4, 0, *outputs(range(15, 20)))
+    broker.produce("enriched", [(0, b"k", b"someone else's") for _ in range(20)])
+    with capture_logs() as logged:
+        sink.prepare(1, 4, cp)  # its redo reads 20 + 5 + 20 records past the marks
+    assert [(e["records"], e["already_written"]) for e in logged if e["event"] == "sink.read_back"] == [(45, 5)]
+    sink.write(1, 4, 0, *outputs(range(15, 25)))
+    ours = [v for v, h in in_topic(broker) if h.get(JOB_HEADER) == job.encode()]
+    assert ours == [b"%d" % o for o in range(25)], "each output once, in order"
+    sink.close()
+
+
 def test_a_redo_under_a_new_layout_still_finds_what_the_dead_attempt_wrote(broker, redis_server, job):
     """A rescale between the crash and the redo (the checkpoints split from F = 1 to 4): the key
     hash in each output's header finds the new virtual task that owns its record, and that task
