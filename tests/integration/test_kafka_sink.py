@@ -36,13 +36,26 @@ def in_topic(broker) -> list[tuple[bytes, dict]]:
     return seen
 
 
-def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for_a_cut_tail(
-        broker, redis_server, job):
+def one_partition_job(broker, redis_server, job: str) -> tuple[MetadataStore, Layout, Checkpoints]:
+    """An empty one-partition `enriched` topic, and a job reading orders[0] at F = 1: its store,
+    layout and first checkpoints."""
     broker.create_topic("enriched", 1)
     store = MetadataStore(redis_server.url, job)
     layout = Layout(topics={"orders": 1}, factor=1)
     store.init_layout(layout)
-    cp = Checkpoints.initial(layout)
+    return store, layout, Checkpoints.initial(layout)
+
+
+def commit(sink: KafkaSink, store: MetadataStore, cp: Checkpoints, batch: int, done_to: int) -> None:
+    """Batch `batch` commits orders[0] up to `done_to`, as the agent commits, then the sink finalizes."""
+    cp.advance(TASK, "orders", 0, done_to)
+    store.commit(1, {TASK: cp.progress(TASK)}, batch=batch)
+    sink.finalize(1, batch)
+
+
+def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for_a_cut_tail(
+        broker, redis_server, job):
+    store, _, cp = one_partition_job(broker, redis_server, job)
 
     dead = KafkaSink(broker.bootstrap, "enriched")
     dead.recover(store)
@@ -59,9 +72,7 @@ def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for
     assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(15)], "each output once"
     assert in_topic(broker)[3][1] == {JOB_HEADER: job.encode(), SOURCE_HEADER: b"orders:0:3:1003:0"}
     # the redo's deadline cut its tasks at offset 6: records 6-14 are written but not committed
-    cp.advance(TASK, "orders", 0, 6)
-    store.commit(1, {TASK: cp.progress(TASK)}, batch=1)
-    redo.finalize(1, 1)
+    commit(redo, store, cp, 1, 6)
     assert store.sink_marks("enriched") == {0: 0}, "outputs of unprocessed records lie past the marks"
 
     redo.prepare(1, 2, cp)
@@ -69,15 +80,11 @@ def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for
     assert store.sink_marks("enriched") == {0: 6}, "the marks move up to the first output still to redo"
     redo.write(1, 2, 0, *outputs(range(6, 20)))
     assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(20)]
-    cp.advance(TASK, "orders", 0, 20)
-    store.commit(1, {TASK: cp.progress(TASK)}, batch=2)
-    redo.finalize(1, 2)
+    commit(redo, store, cp, 2, 20)
     redo.prepare(1, 3, cp)  # everything in the topic is done now
     assert redo.written == frozenset() and store.sink_marks("enriched") == {0: 20}
     redo.write(1, 3, 0, *outputs(range(20, 22)))
-    cp.advance(TASK, "orders", 0, 22)
-    store.commit(1, {TASK: cp.progress(TASK)}, batch=3)
-    redo.finalize(1, 3)
+    commit(redo, store, cp, 3, 22)
     assert store.sink_marks("enriched") == {0: 22}, "a clean batch moves the marks to the topic's end"
     redo.close()
 
@@ -85,14 +92,11 @@ def test_a_redo_writes_only_what_its_dead_attempt_did_not_and_the_marks_wait_for
 def test_a_topic_the_job_never_wrote_to_starts_its_marks_at_its_end(broker, redis_server, job):
     """Records another producer left in the topic are not read back, ever: a job's marks start at
     the topic's end the first time it prepares a batch for it."""
-    broker.create_topic("enriched", 1)
+    store, _, cp = one_partition_job(broker, redis_server, job)
     broker.produce("enriched", [(0, b"k", b"someone else's") for _ in range(5)])
-    store = MetadataStore(redis_server.url, job)
-    layout = Layout(topics={"orders": 1}, factor=1)
-    store.init_layout(layout)
     sink = KafkaSink(broker.bootstrap, "enriched")
     sink.recover(store)
-    sink.prepare(1, 1, Checkpoints.initial(layout))
+    sink.prepare(1, 1, cp)
     assert store.sink_marks("enriched") == {0: 5} and sink.written == frozenset()
     sink.close()
 
@@ -146,10 +150,7 @@ def test_a_retried_spark_task_leaves_out_what_its_first_attempt_wrote(broker, re
 def test_another_jobs_outputs_of_the_same_records_are_not_taken_for_this_jobs(broker, redis_server, job):
     """Two jobs may read one topic and write to one topic: what the other wrote for the same
     records (its own job header) is read past, and this job's redo writes its own outputs."""
-    broker.create_topic("enriched", 1)
-    store = MetadataStore(redis_server.url, job)
-    layout = Layout(topics={"orders": 1}, factor=1)
-    store.init_layout(layout)
+    store, layout, _ = one_partition_job(broker, redis_server, job)
     other = MetadataStore(redis_server.url, job + "-other")
     other.init_layout(layout)
     sink = KafkaSink(broker.bootstrap, "enriched")
@@ -174,20 +175,14 @@ def test_another_producer_is_read_past_only_by_a_batch_after_a_failed_one(broker
     redo writes each output once."""
     from structlog.testing import capture_logs
 
-    broker.create_topic("enriched", 1)
-    store = MetadataStore(redis_server.url, job)
-    layout = Layout(topics={"orders": 1}, factor=1)
-    store.init_layout(layout)
-    cp = Checkpoints.initial(layout)
+    store, _, cp = one_partition_job(broker, redis_server, job)
     sink = KafkaSink(broker.bootstrap, "enriched")
     sink.recover(store)
     with capture_logs() as logged:
         for batch, (begin, end) in enumerate(((0, 5), (5, 10), (10, 15)), start=1):
             sink.prepare(1, batch, cp)
             sink.write(1, batch, 0, *outputs(range(begin, end)))
-            cp.advance(TASK, "orders", 0, end)
-            store.commit(1, {TASK: cp.progress(TASK)}, batch=batch)
-            sink.finalize(1, batch)
+            commit(sink, store, cp, batch, end)
             broker.produce("enriched", [(0, b"k", b"someone else's") for _ in range(20)])
     assert not [e for e in logged if e["event"] == "sink.read_back"], "clean batches read nothing back"
     assert store.sink_marks("enriched") == {0: 55}, "the marks still follow the topic's end"
@@ -208,11 +203,7 @@ def test_a_redo_under_a_new_layout_still_finds_what_the_dead_attempt_wrote(broke
     """A rescale between the crash and the redo (the checkpoints split from F = 1 to 4): the key
     hash in each output's header finds the new virtual task that owns its record, and that task
     has not processed it, so the redo leaves the output out."""
-    broker.create_topic("enriched", 1)
-    store = MetadataStore(redis_server.url, job)
-    layout = Layout(topics={"orders": 1}, factor=1)
-    store.init_layout(layout)
-    cp = Checkpoints.initial(layout)
+    store, layout, cp = one_partition_job(broker, redis_server, job)
     cp.advance(TASK, "orders", 0, 3)  # records 0-2 done before
     dead = KafkaSink(broker.bootstrap, "enriched")
     dead.recover(store)
