@@ -564,6 +564,22 @@ def test_the_lag_in_seconds_is_the_oldest_records_mean_age_over_the_batch_cycle(
     assert np.allclose(run.lag_seconds[1:], 1.25)
 
 
+
+def test_a_probe_reads_one_moment_of_the_sawtooth_whose_mean_the_lag_in_seconds_is():
+    """The same job: from 1.0 s at each second's start the age grows to 1.75 s at the commit
+    (0.75 s in), drops to 0.75 s and grows to 1.0 s again. A probe reads one moment of it; the
+    real gauge's peak is the highest such reading, so the simulated peak to set beside it is the
+    highest reading of a probe, not the highest mean of a second (1.25 s here)."""
+    job = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                   batch_seconds=3.0, batch_overhead_s=0.25, trigger_s=1.0, run_ahead=1.5)
+    run = simulate(workloads.constant(50, seconds=60, noise=0), job, Fixed(1), tick_s=15)
+    every_moment = ((np.arange(2000) + 0.5) / 2000)[:, None]
+    assert np.allclose(run.probe_readings(every_moment).mean(axis=0)[1:], run.lag_seconds[1:], atol=1e-3)
+    assert np.allclose(run.probe_readings(np.full(60, 0.7))[1:], 1.7)  # before the commit
+    assert np.allclose(run.probe_readings(np.full(60, 0.8))[1:], 0.8)  # after it
+    assert 1.7 < run.probe_peak() < 1.75
+    assert np.allclose(run.part(10, 20).probe_readings(np.full(10, 0.7)), 1.7)
+
 def test_a_batch_commits_its_latency_after_its_work_and_the_next_starts_after_its_overhead():
     """The pipeline measures both: a batch's wait from its read boundary to its commit beyond its
     work (`commit_latency_s`), and a saturated batch's whole fixed cost (`batch_overhead_s`, which
