@@ -156,8 +156,8 @@ class KafkaSink:
 
     wants_sources = True
 
-    def __init__(self, bootstrap: str, topic: str, timeout_s: float = 30.0):
-        self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
+    def __init__(self, bootstrap: str, topic: str, timeout_s: float = 30.0, delivery_s: float = 60.0):
+        self.bootstrap, self.topic, self.timeout_s, self.delivery_s = bootstrap, topic, timeout_s, delivery_s
         self.written: frozenset[Source] = frozenset()  # outputs already there for unprocessed records
         self.ends: dict[int, int] = {}  # the topic's ends when the batch was prepared
         self.job = ""  # the job writing (`recover`), in every output's `JOB_HEADER`
@@ -227,12 +227,14 @@ class KafkaSink:
             producer.produce(self.topic, key=key, value=value,
                              headers=[(JOB_HEADER, job), (SOURCE_HEADER, _encode(source))], on_delivery=delivered)
             producer.poll(0)
-        remaining = producer.flush(60)
+        remaining = producer.flush(self.delivery_s)
         if remaining or errors:
             _PRODUCERS.pop(self.bootstrap, None)  # a fresh one for the retry
+            unsettled = _abandon(producer, self.timeout_s)
             raise RuntimeError(
                 f"Kafka sink {self.topic!r}: {remaining} undelivered, errors {errors[:3]}: "
                 "check the broker; the batch is not committed and will be retried"
+                + (f" ({unsettled} still in flight to the broker)" if unsettled else "")
             )
 
     def finalize(self, generation: int, batch: int) -> None:
@@ -320,6 +322,17 @@ def _producer(bootstrap: str) -> Any:
         _PRODUCERS[bootstrap] = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                           "linger.ms": 5, "log_level": 0})
     return _PRODUCERS[bootstrap]
+
+
+def _abandon(producer: Any, wait_s: float) -> int:
+    """Drop what a failed write still queues, and wait for what is in flight to settle; the
+    messages still in flight after `wait_s` (0 if none). A producer left with its queue kept
+    retrying it in the background (the raised error's traceback keeps it alive), so outputs
+    could land once the broker came back, after the retried task's read-back, and be written
+    twice. What never left the producer is safe to drop; what is in flight may be written,
+    and waiting for its answer settles it before the retry reads back."""
+    producer.purge(in_queue=True, in_flight=False)
+    return producer.flush(wait_s)
 
 
 def _unprocessed(checkpoints: Checkpoints, known: set, source: Source) -> bool:

@@ -3,12 +3,15 @@ as the agent calls it (recover, prepare, write per slot, commit, finalize), with
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from autosizer.elasticity import Checkpoints, Layout
 from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.sinks import JOB_HEADER, SOURCE_HEADER, KafkaSink
+from tests.servers import Broker
 
 pytestmark = pytest.mark.integration
 TASK = "Partition_0"
@@ -215,3 +218,28 @@ def test_a_redo_under_a_new_layout_still_finds_what_the_dead_attempt_wrote(broke
     redo.prepare(2, 1, cp.migrate(layout.with_factor(4)))
     assert redo.written == frozenset(outputs(range(3, 10))[1])
     redo.close()
+
+
+def test_a_write_the_broker_did_not_take_leaves_nothing_to_land_after_its_retry(redis_server, job, tmp_path):
+    """A write that could not deliver fails its task, and Spark retries it, which reads back what
+    its batch wrote. The failed write's producer kept its queue and went on retrying it in the
+    background (the raised error holds it), so outputs landed once the broker came back, after
+    the retry's read-back: written twice. Now what never left the producer is dropped before the
+    error is raised."""
+    broker = Broker(workdir=tmp_path / "broker").start()  # its data outlives the stop
+    try:
+        store, _, cp = one_partition_job(broker, redis_server, job)
+        sink = KafkaSink(broker.bootstrap, "enriched", delivery_s=3)
+        sink.recover(store)
+        sink.prepare(1, 1, cp)
+        sink.write(1, 1, 0, *outputs(range(3)))
+        broker.stop()
+        with pytest.raises(RuntimeError, match="7 undelivered") as failed:
+            sink.write(1, 1, 0, *outputs(range(3, 10)))
+        broker.start()
+        time.sleep(12)  # the old producer's reconnect backoff is at most 10 s
+        assert failed.value is not None  # still held, as Spark's report of the failure holds it
+        assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(3)]
+        sink.close()
+    finally:
+        broker.stop()
