@@ -353,7 +353,8 @@ class _Model:
         self.shares_known = known | (not job.batch_seconds)
         self.hot_table = self._shown_shares()
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
-        self.overhead_known = job.overhead_known_at_start or not job.batch_seconds
+        # (else what the job showed when the run began: `JobModel.shown_duty`)
+        self.overhead_measured = False
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
@@ -499,7 +500,7 @@ class _Model:
         t, t_totals = block.task_columns, block.task_totals[k]
         shares = self.hot_table  # what batches before this tick measured: this tick's show next
         self._learn_shares(int(time))
-        self.overhead_known = self.overhead_known or k >= block.overhead_tick
+        self.overhead_measured = self.overhead_measured or k >= block.overhead_tick
         return Observation(
             self.origin + time, factor,
             PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
@@ -510,7 +511,7 @@ class _Model:
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
             # until the pipeline measures a batch's fixed cost the daemon reads none (duty 1): run
             # 89's replay, shown the cost from the start, held 4 where the real job went to 8
-            duty=self.job.duty(factor) if self.overhead_known else 1.0,
+            duty=self.job.shown_duty(factor, self.overhead_measured),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
@@ -633,7 +634,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             run.rescales.append(Rescale(now, factor, target, reason))
             # a drained batch that left records shows the pipeline its fixed cost (runs 88, 89 and
             # 91 first exported it a second after their first rescale; run 87 never did)
-            model.overhead_known = model.overhead_known or bool(block.cut is not None and block.cut[k])
+            model.overhead_measured = model.overhead_measured or bool(block.cut is not None and block.cut[k])
             kept = (k + 1) * tick
             # The drain commits what the batch in flight did by now; then a new layout resumes
             # every bucket from its partition's slowest position (the pipeline skips what faster buckets did;

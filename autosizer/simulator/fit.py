@@ -97,6 +97,8 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
         settings["hot_shares_known_at_start"] = _shares_known_at_start(series, index)
     settings.update(_overhead(series, len(partitions)))
     settings["overhead_known_at_start"] = _overhead_known_at_start(series)
+    if settings["overhead_known_at_start"]:
+        settings["overhead_shown_at_start_s"] = _points(series["overhead"])[0][1]
     latency = _median(series.get("commit_latency", ()))
     if latency is not None:
         settings["commit_latency_s"] = latency

@@ -120,6 +120,12 @@ class JobModel:
     # drain), and until then the daemon's duty is 1. A job that has run long has; a fitted run
     # says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
+    # The fixed cost the pipeline showed when the run began, where it was not the one the job
+    # pays (None: the same). A query measures its first saturated batches while the JVM warms
+    # up, and at a load that leaves no batch saturated nothing measures it again: run 124 showed
+    # 0.59 s until its first rescale where its batches paid 0.30 s (`autosizer fit` takes the
+    # gauge's first value). The daemon's duty reads it until the run measures its own.
+    overhead_shown_at_start_s: float | None = None
     # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
     # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
     timezone: str = "UTC"
@@ -143,6 +149,8 @@ class JobModel:
             "batch_overhead_s": (self.batch_overhead_s >= 0, "0 or more"),
             "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
             "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
+            "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
+                                          or self.overhead_shown_at_start_s >= 0, "0 or more"),
             "trigger_s": (self.trigger_s > 0, "above 0"),
             "run_ahead": (self.run_ahead >= 1, "1 or more"),
         }
@@ -261,6 +269,17 @@ class JobModel:
     def latency(self, factor: int) -> float:
         """A batch's read boundary to its commit, beyond its work: when its records stop lagging."""
         return self.overhead(factor) if self.commit_latency_s is None else self.commit_latency_s
+
+    def shown_duty(self, factor: int, measured: bool) -> float:
+        """The duty the daemon reads: the job's own once the run has `measured` a batch's fixed
+        cost; before, the cost shown at the start, or none (1) where none was known."""
+        if measured or not self.batch_seconds:
+            return self.duty(factor)
+        if not self.overhead_known_at_start:
+            return 1.0
+        if self.overhead_shown_at_start_s is not None:
+            return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
+        return self.duty(factor)
 
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""

@@ -210,9 +210,12 @@ def test_the_run_says_whether_a_batchs_cost_was_measured_when_it_began():
     """The pipeline exports a batch's fixed cost once a batch saturated: in the run's first
     sample after a start-up backlog, at the step in the demo's runs, never in one that kept up."""
     assert fit_job(run_series()).overhead_known_at_start is True
+    first = next(v for _, points in run_series()["overhead"] for _, v in points[:1])
+    assert fit_job(run_series()).overhead_shown_at_start_s == first  # what the daemon read until measured
     series = run_series()
     series["overhead"] = [(labels, points[20:]) for labels, points in series["overhead"]]
     assert fit_job(series).overhead_known_at_start is False
+    assert fit_job(series).overhead_shown_at_start_s is None
     series["overhead"] = []
     job = fit_job(series)
     assert job.overhead_known_at_start is False and job.batch_overhead_s == JobModel().batch_overhead_s

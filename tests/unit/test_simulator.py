@@ -717,6 +717,28 @@ def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
         JobModel(overhead_known_at_start=1)
 
 
+def test_a_batch_cost_shown_at_the_start_is_read_until_the_run_measures_its_own():
+    """A query measures its first saturated batches while the JVM warms up (0.75 and 0.56 s
+    where later batches measured 0.24-0.35 s), and a load that saturates no batch keeps that
+    figure: run 124 showed 0.59 s until its first rescale, where its batches paid 0.30 s, and
+    its daemon scaled up 5 s before a replay shown 0.30 s did. The replay now shows it too."""
+    seen: list[tuple[float, float]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.duty))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.3,
+                   overhead_shown_at_start_s=0.6)
+    simulate(workloads.step(before=100, after=1200, at=30, seconds=90, noise=0), job, Watch(1), tick_s=5)
+    shown = [time for time, duty in seen if duty == pytest.approx(3.0 / 3.6)]
+    assert shown == [time for time, _ in seen[:len(shown)]] and 30 <= max(shown) < 45
+    assert all(duty == pytest.approx(job.duty(1)) for _, duty in seen[len(shown):])
+    with pytest.raises(ValueError, match="overhead_shown_at_start_s must be 0 or more"):
+        JobModel(overhead_shown_at_start_s=-1.0)
+
+
 class Scripted:
     """Wants `first` until `at`, then `then`; remembers when it was asked (the daemon's ticks)."""
 
