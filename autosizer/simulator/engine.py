@@ -32,6 +32,7 @@ from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
 BLOCK_TICKS = 80  # the longest block; after a rescale blocks start at 5 ticks and double
+PROBE_CHUNK = 4_000_000  # probe readings drawn at once by `Run.probe_peak`
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,11 @@ class Run:
         `draws` such probes: what the real job's `autosizer_pipeline_lag_seconds` peak is (one
         jittered reading a second, scraped), where `lag_seconds.max()` is the highest mean of a
         second, the sawtooth's middle (run 123's ramp: real peak 4.31 s, simulated means 3.38)."""
-        phases = np.random.default_rng(seed).random((draws, len(self.factor)))
-        return float(self.probe_readings(phases).max(axis=1).mean())
+        rng, seconds = np.random.default_rng(seed), len(self.factor)
+        chunk = max(1, PROBE_CHUNK // max(1, seconds))  # a week's 500 probes whole would be 2.4 GB
+        peaks = [self.probe_readings(rng.random((min(chunk, draws - done), seconds))).max(axis=1)
+                 for done in range(0, draws, chunk)]
+        return float(np.concatenate(peaks).mean())
 
     @property
     def rate(self) -> np.ndarray:
