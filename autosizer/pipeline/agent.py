@@ -762,8 +762,8 @@ class PipelineAgent:
         if any(p.records for p in progress):
             self.admission.observe_latency(self._planning_s() + committed_at - began - slowest)
         # A query's second batch still pays its start (the JVM and the Python workers warming
-        # up): measured on a backlog, its fixed cost read 0.75 s and 0.56 s in two starts where
-        # the batches after it read 0.24-0.35 s, and a load that saturates no later batch kept
+        # up): measured on a backlog, its fixed cost read 0.56-0.75 s in three starts where the
+        # batches after it read 0.2-0.35 s, and a load that saturates no later batch kept
         # that figure for the daemon (run 124: 0.59 s until its first rescale, and one rescale
         # more than its replay on the ramp). Its cycle is not taken for the job's fixed cost.
         self._cycles_warm, self._last_commit = self._last_commit is not None, committed_at

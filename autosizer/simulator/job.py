@@ -121,10 +121,11 @@ class JobModel:
     # says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
     # The fixed cost the pipeline showed when the run began, where it was not the one the job
-    # pays (None: the same). A query measures its first saturated batches while the JVM warms
-    # up, and at a load that leaves no batch saturated nothing measures it again: run 124 showed
-    # 0.59 s until its first rescale where its batches paid 0.30 s (`autosizer fit` takes the
-    # gauge's first value). The daemon's duty reads it until the run measures its own.
+    # pays (None: the same). A query's second batch still warms up, and at a load that leaves no
+    # later batch saturated nothing measures the cost again: run 124 showed 0.59 s until its first
+    # rescale where its batches paid 0.30 s (`autosizer fit` takes the gauge's first value; the
+    # pipeline skips that batch since session 46). The daemon's duty reads it until the run
+    # measures its own.
     overhead_shown_at_start_s: float | None = None
     # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
     # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
