@@ -20,6 +20,7 @@ from autosizer.pipeline.agent import (
 )
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import FileSink, read_committed
+from tests.apps import slow_echo
 from tests.servers import Broker
 
 pytestmark = pytest.mark.integration
@@ -421,11 +422,6 @@ def failure_of(agent, meanwhile=lambda errors: None) -> PipelineFailed:
     assert len(errors) == 1 and isinstance(errors[0], PipelineFailed), errors
     return errors[0]
 
-
-
-def slow_echo(record):
-    time.sleep(0.005)
-    return echo(record)
 
 
 def test_a_querys_warming_batch_is_not_taken_for_the_fixed_cost(pipeline, broker):
