@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real parts the project runs against, only when they are missing:
-# redis-server, prometheus (with promtool), a Java 17+ runtime (for Spark), and Node with the Kinesis emulator
-# (kinesis-local, from npm, into .tools/). Safe to run any number of times.
+# redis-server, prometheus (with promtool), a Java 17+ runtime (for Spark), Node with the Kinesis emulator
+# (kinesis-local, from npm, into .tools/), and libfaketime (the tests move the emulator's clock on to
+# expire a shard iterator). Safe to run any number of times.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 KINESIS_LOCAL=kinesis-local@0.6.2  # the npm build of kinesis-mock: faithful lineage and ChildShards
@@ -17,6 +18,7 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
 fi
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || need+=(libfaketime)
 
 install_kinesis() {
   [ -f "$ROOT/.tools/node_modules/kinesis-local/main.js" ] && return 0

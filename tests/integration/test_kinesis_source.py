@@ -122,3 +122,37 @@ def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(
         assert len(retried) == 1 and retried[0]["call"] == f"{stream}/shardId-000000000000's records"
     finally:
         kinesis.stop()
+
+
+def test_an_expired_iterator_is_taken_again_past_the_last_record_read(tmp_path, stream):
+    """Kinesis expires a shard iterator 300 s after it was issued, and an endpoint outage (with
+    `--broker-outage-s` above 300) or a stalled probe can outlast that. Here the emulator's clock
+    moves 310 s on between two pages of a read: a batch's read (its shard known) and the lag
+    probe's tail take the iterator again past the last record they read, so each record comes
+    once, in order; a read that does not know its shard raises the expiry instead."""
+    from autosizer.pipeline.kinesis_source import ShardTail
+    from tests.servers import ClockedKinesis
+
+    kinesis = ClockedKinesis(tmp_path).start()
+    try:
+        kinesis.create_stream(stream, 1)
+        kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(30)])
+        reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+        start = reader.starting(0)
+        batch = reader.records(reader.iterator(0, start), 10**6, start, shard=0)
+        unknown = reader.records(reader.iterator(0, start), 10**6, start)
+        tail = ShardTail(reader, 0, start)
+        first = [int(next(batch)["SequenceNumber"]) for _ in range(30)]  # the first page, all of it
+        assert len([next(unknown) for _ in range(30)]) == 30
+        tail.follow()
+        assert tail.seen == 30
+        kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(30, 50)])
+        kinesis.advance(310)  # every iterator above, the next pages' included, is now expired
+        rest = [int(r["SequenceNumber"]) for r in batch]
+        assert len(rest) == 20 and first + rest == sorted(set(first + rest))
+        with pytest.raises(reader.client.exceptions.ExpiredIteratorException):
+            next(unknown)
+        tail.follow()
+        assert tail.seen == 50 and tail.numbers == first + rest
+    finally:
+        kinesis.stop()
