@@ -73,6 +73,12 @@ class Evaluator:
             age = probed if age is None else max(age, probed)
         saturated, hot_shares, duty = _capacity(samples, layout, index)
         ceiling = _single(samples.series.get("cpu_ceiling", ()))
+        # The pipeline's own measure of its last restart (drain to the next generation's first
+        # batch: the stop the input piles up in) wins over the caller's, which is the journal's
+        # drain to first commit (a batch's work more) or, before any rescale, a guess.
+        restarted = _single(samples.series.get("restart_seconds", ()))
+        if restarted is not None and restarted > 0:
+            restart_downtime_s = restarted
         observation = Observation(
             time=samples.time, factor=layout.factor,
             partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,

@@ -38,6 +38,8 @@ DEFAULT_QUERIES: dict[str, str] = {
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "batch_deadline_seconds": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "batch_overhead_seconds": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    # the processing stop of the pipeline's last rescale (none before its first)
+    "restart_seconds": "max(autosizer_pipeline_restart_seconds{$selector})",
     # records/s the cores could process at most: cores x records per CPU-second the threads used
     "cpu_ceiling": (
         "max(autosizer_pipeline_cores{$selector})"

@@ -131,6 +131,11 @@ class Watermarks:
         return float((grown / span).sum())
 
 
+# The processing stop a rescale costs, as the daemon assumes it until the job has measured one
+# (the pipeline's restart gauge, or the journal's last rescale): a Spark query's restart.
+DOWNTIME_UNMEASURED_S = 10.0
+
+
 @dataclass(frozen=True, eq=False)
 class Observation:
     time: float

@@ -26,7 +26,12 @@ from autosizer.actuators.verification import lag_got_worse
 from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S, Backoff
 from autosizer.elasticity.lanes import MIN_SHARE_READ
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats, Watermarks
-from autosizer.policies.base import PARTITION_COLUMNS, TASK_COLUMNS, filled_hot_shares
+from autosizer.policies.base import (
+    DOWNTIME_UNMEASURED_S,
+    PARTITION_COLUMNS,
+    TASK_COLUMNS,
+    filled_hot_shares,
+)
 from autosizer.policies.history import InputHistory
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
@@ -341,6 +346,9 @@ class _Model:
     def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray, window_s: int,
                  origin: float = 0.0, history: InputHistory | None = None):
         self.job = job
+        # the processing stop the daemon reads: assumed until the first rescale, then the
+        # pipeline's restart gauge (the last restart's)
+        self.downtime_seen = DOWNTIME_UNMEASURED_S
         self.origin = origin  # the clock time of the run's second 0, as the policy reads it
         self.tick = tick_s
         self.window = window_s
@@ -511,7 +519,7 @@ class _Model:
                            dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
             TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
-            since_rescale_s=since, restart_downtime_s=self.job.restart_downtime_s,
+            since_rescale_s=since, restart_downtime_s=self.downtime_seen,
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
             # until the pipeline measures a batch's fixed cost the daemon reads none (duty 1): run
             # 89's replay, shown the cost from the start, held 4 where the real job went to 8
@@ -630,7 +638,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                     continue
                 target, reason = decision.factor, decision.reason
                 if target < factor and job.verify_window_s > 0:
-                    first = lead + now + job.actuation_s(target)
+                    first = lead + now + job.actuation_s(target, job.restart_s(len(run.rescales)))
                     checking = _Check(now, factor, first, first + job.verify_window_s,
                                       observation.input_rate, observation.processed_rate)
                 elif target > factor:
@@ -649,8 +657,11 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # commit, and after a scale-down the actuator's lag check (`verify_window_s`) too; it
             # ticks again only then, and its cooldown and the policy's settle time count from then.
             checked = job.verify_window_s if checking is not None else 0.0
-            factor, down_s = target, float(job.restart_downtime_s)  # not rounded: 0.96 s is not 0
-            last_rescale = now + job.actuation_s(factor) + checked
+            # each restart as the run measured it (not rounded: 0.96 s is not 0), which the daemon
+            # reads from then on
+            factor, down_s = target, job.restart_s(len(run.rescales) - 1)
+            model.downtime_seen = down_s
+            last_rescale = now + job.actuation_s(factor, down_s) + checked
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

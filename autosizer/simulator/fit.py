@@ -111,6 +111,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     restarts = _changes(series.get("restart", ()))
     if restarts:
         settings["restart_downtime_s"] = statistics.median(restarts)
+        settings["restarts_measured_s"] = tuple(restarts)
     first = _points(series.get("factor", ()))
     if first:
         settings["start_factor"] = int(first[0][1])

@@ -221,3 +221,14 @@ def test_evaluator_reads_the_cores_ceiling_only_when_it_is_a_rate(value, ceiling
     """No CPU measured (an idle window divides by nothing) is no cap, not a cap at zero."""
     obs = Evaluator().evaluate(samples(cpu_ceiling=[({}, value)]), LAYOUT).observation
     assert obs.cpu_ceiling == ceiling
+
+
+@pytest.mark.parametrize(("gauge", "downtime"), [([({}, 0.7)], 0.7), ([], 3.2), ([({}, 0.0)], 3.2),
+                                                 ([({}, float("nan"))], 3.2)])
+def test_the_pipelines_restart_gauge_is_the_downtime_the_policy_reads(gauge, downtime):
+    """The input piles up while nothing is processed: the pipeline's own measure of that stop
+    (drain to the next generation's first batch) wins over the journal's drain to first commit
+    that the tick passes in, which holds a batch's work more; with no gauge (no rescale yet in
+    this pipeline's life, or another exporter) the tick's figure stands."""
+    obs = Evaluator().evaluate(samples(restart_seconds=gauge), LAYOUT, 60.0, 3.2).observation
+    assert obs.restart_downtime_s == downtime

@@ -15,7 +15,7 @@ START = 1_700_000_000.0
 
 def run_series(shares=(0.5, 0.3, 0.2, 0.15)):
     """Two partitions, 60 s: input 300/s and 100/s, tasks at 95-105/s, a 3 s deadline with about
-    0.5 s of fixed cost, one restart that took 1.2 s, factor 1 then 2."""
+    0.5 s of fixed cost, three restarts that took 1.2, 0.4 and 1.2 s, factor 1 then 2."""
     t = [START + i for i in range(61)]
     hot = []
     for p in (0, 1):
@@ -30,7 +30,7 @@ def run_series(shares=(0.5, 0.3, 0.2, 0.15)):
         "deadline": [({}, [(x, 3.0) for x in t])],
         "overhead": [({}, [(x, 0.5 + (i % 2) * 0.1) for i, x in enumerate(t)])],
         "commit_latency": [({}, [(x, 0.15) for x in t])],
-        "restart": [({}, [(x, 1.2) for x in t[30:]])],
+        "restart": [({}, [(x, 1.2) for x in t[30:40]] + [(x, 0.4) for x in t[40:50]] + [(x, 1.2) for x in t[50:]])],
         "factor": [({}, [(x, 1.0 if x < START + 30 else 2.0) for x in t])],
         "lag_seconds": [({}, [(x, float(i % 5)) for i, x in enumerate(t)])],
     }
@@ -43,6 +43,7 @@ def test_the_job_model_is_what_the_run_measured():
     assert list(job.weights) == pytest.approx([0.75, 0.25])
     assert job.batch_seconds == 3.0 and job.batch_overhead_s == pytest.approx(0.5)  # the median
     assert job.restart_downtime_s == pytest.approx(1.2)
+    assert job.restarts_measured_s == pytest.approx((1.2, 0.4, 1.2))  # each once, in order
     assert job.hot_shares[2][0] == pytest.approx(0.5) and job.hot_shares[8][1] == pytest.approx(0.15)
     assert job.duty() == pytest.approx(3 / 3.5)
     assert job.commit_latency_s == pytest.approx(0.15) and job.latency(2) == pytest.approx(0.15)

@@ -58,6 +58,32 @@ def test_a_rescale_pauses_processing_for_the_restart_downtime():
     assert np.all(run.factor == 4)
 
 
+def test_each_rescale_stops_for_its_measured_restart_which_the_daemon_then_reads():
+    """A fitted run's restarts in order, coming round again past the last (run 124's were 0.42,
+    1.30 and 0.32 s; its replay with the median for each read 0.71 of its lag peak). The daemon
+    assumes 10 s until the job has restarted once, then reads the pipeline's measure of the last."""
+    seen: list[tuple[float, float]] = []
+
+    class Flip:
+        name = "flip"
+
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.restart_downtime_s))
+            return Decision(2 if observation.factor == 1 else 1, "flip"), state
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, restart_downtime_s=1.0,
+                   restarts_measured_s=(2.0, 6.0), skew=KeySkew(keys=2000), batch_seconds=0,
+                   verify_window_s=0)
+    guards = Guards(cooldown_s=0, scale_down_delay_s=0)
+    run = simulate(workloads.constant(300, seconds=120, noise=0), job, Flip(), guards, tick_s=30)
+    assert [(r.time, r.old, r.new) for r in run.rescales[:4]] == [(0, 1, 2), (30, 2, 1), (60, 1, 2), (90, 2, 1)]
+    # nothing is processed for the restart: 300 records/s pile up for 2 s, 6 s, 2 s, 6 s
+    peaks = [run.lag_records[at:at + 30].max() for at in (0, 30, 60, 90)]
+    assert peaks == pytest.approx([600, 1800, 600, 1800])
+    assert seen[:4] == [(0, 10.0), (30, 2.0), (60, 6.0), (90, 2.0)]
+    assert JobModel().restart_s(3) == 5.0  # none measured: the one figure
+
+
 def test_micro_batches_commit_at_the_deadline_plus_the_fixed_cost():
     """The pipeline's batch structure: 2 s deadline, 1 s fixed cost, 1 s trigger. A saturated
     job commits 2 s of work every 3 s (duty 2/3), and lag only falls at commits."""
@@ -294,6 +320,9 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
     # a range is named with the value; a size the simulator cannot draw is refused before it hangs
     # (100 million partitions, or a billion keys, ran out of memory hashing every key)
     ("[job]\ncpu_fraction = 2", "job setting cpu_fraction must be from 0 to 1, not 2"),
+    ("[job]\nrestarts_measured_s = [0.4, -1]", r"job setting restarts_measured_s needs finite seconds >= 0, not \(0.4, -1\)"),
+    ('[job]\nrestarts_measured_s = ["x"]', r"job setting restarts_measured_s needs finite seconds >= 0, not \('x',\)"),
+    ("[job]\nrestarts_measured_s = [nan]", "job setting restarts_measured_s needs finite seconds >= 0"),
     ("[job]\npartitions = 100000000", "job setting partitions must be from 1 to 10,000, not 100000000"),
     ("[job]\npartitions = 4\n[job.skew]\nkeys = 1000000000",
      "over 4 partitions is 4,000,000,000 keys, .* at most 2,000,000, so keys = 500,000 or fewer"),
