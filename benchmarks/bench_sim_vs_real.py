@@ -108,8 +108,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     job = dataclasses.replace(fitted.job, verify_window_s=float(
         config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)))
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
-          f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restart "
-          f"{job.restart_downtime_s:.2f} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
+          f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restarts "
+          f"{', '.join(f'{r:.2f}' for r in job.restarts_measured_s) or f'{job.restart_downtime_s:.2f}'} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
           f"{job.scrape_interval_s:g} s), {'' if job.overhead_known_at_start else 'batch cost not known at the start, '}"
           f"start factor "
           f"{job.start_factor}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
@@ -157,10 +157,11 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
                  f"done by {r['at'] + r['tick_ms'] / 1000:.1f} s (its first commit{_checked(r['new'] < r['old'])})")
         print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, {ended}"
               + (f"\n  {r['reason']}" if r.get("reason") else ""))
-    for r in run.rescales:
-        done = r.time + job.actuation_s(r.new) + (job.verify_window_s if r.new < r.old else 0.0)
+    for i, r in enumerate(run.rescales):
+        restart = job.restart_s(i)  # the run's own restarts, in order
+        done = r.time + job.actuation_s(r.new, restart) + (job.verify_window_s if r.new < r.old else 0.0)
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
-              f"{_first_commit(run.lag_records, r.time)} (restart {job.restart_downtime_s:.2f} s), done by "
+              f"{_first_commit(run.lag_records, r.time)} (restart {restart:.2f} s), done by "
               f"{done:.1f} s (its first commit{_checked(r.new < r.old)})\n  {r.reason}")
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), probed)) if r)
     same = real_path == sim_path
