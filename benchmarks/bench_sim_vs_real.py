@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
      [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE]
-     [--save run.json | --replay run.json]
+     [--save run.json | --replay run.json [--ticks]]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
@@ -25,7 +25,8 @@ lag ratios alone would miss a rescale one side made and the other did not, so th
 paths are printed too. `--keys 16` gives 4 customers a partition (the busiest key lane then
 caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's
-decision with the policy's details. `--policy` runs another built-in policy on both sides
+decision with the policy's details, and `--replay run.json --ticks` prints the backlog each tick
+read, the real daemon's beside the replay's (the real one is a moment of a batch's sawtooth). `--policy` runs another built-in policy on both sides
 (`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
 and `--duration 840` the step's end brings a scale-down within the run, run 82), and `--cold`
@@ -97,11 +98,13 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
-           phase: tuple[float, float] | None = None, history: dict | None = None) -> None:
+           phase: tuple[float, float] | None = None, history: dict | None = None,
+           ticks: list[dict] | None = None) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
-    at the run's own clock time."""
+    at the run's own clock time. `ticks`: the real daemon's journaled decisions, to print the
+    backlog each tick read beside the replay's."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -117,8 +120,12 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     policy = load_policy(config.policy.name, dict(config.policy.settings))
     days = None if history is None else InputHistory(zone=config.job.timezone, days={
         int(d): np.array(row, dtype=float) for d, row in history.items()})
-    run = simulate(fitted.load, job, policy, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
-                   window_s=int(config.prometheus.window_s), origin=start if days else 0.0, history=days)
+    origin = start if days else 0.0
+    reading = _Reading(policy, origin)
+    run = simulate(fitted.load, job, reading, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
+                   window_s=int(config.prometheus.window_s), origin=origin, history=days)
+    if ticks:
+        _print_tick_backlogs(ticks, start, reading.backlog)
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
@@ -182,6 +189,34 @@ def _checked(down: bool) -> str:
     return " and the actuator's lag check after a scale-down" if down else ""
 
 
+class _Reading:
+    """The policy, keeping the backlog (records) each simulated tick read, by second of the run."""
+
+    def __init__(self, policy, origin: float):
+        self.policy, self.name, self.origin, self.backlog = policy, policy.name, origin, {}
+
+    def decide(self, observation: Observation, state=None):
+        self.backlog[round(observation.time - self.origin)] = (float(observation.partitions.lag_records.sum()),
+                                                               observation.factor)
+        return self.policy.decide(observation, state)
+
+
+def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, tuple[float, int]]) -> None:
+    """Each tick's backlog, real (as the daemon journaled it) and replayed, where both ran the
+    same factor: the real one is one moment of a batch's sawtooth, the model's its mean."""
+    real = {round(d["time"] - start): (d["inputs"]["lag_records"], d["factor"])
+            for d in ticks if (d.get("inputs") or {}).get("lag_records") is not None}
+    rows = [(t, real[t][0], simulated[t][0]) for t in sorted(real)
+            if t in simulated and real[t][1] == simulated[t][1] and max(real[t][0], simulated[t][0]) > 100]
+    print("\nbacklog each tick read (records), real / simulated, same factor, either over 100:")
+    print("  " + ", ".join(f"{t}s {a:.0f}/{b:.0f}" for t, a, b in rows))
+    if rows:
+        a, b = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        print(f"  sums {a:.0f} / {b:.0f} (sim / real {b / a:.2f}); real min {min(r[1] for r in rows):.0f}, "
+              f"max {max(r[1] for r in rows):.0f}; simulated min {min(r[2] for r in rows):.0f}, "
+              f"max {max(r[2] for r in rows):.0f}")
+
+
 def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
     """The first second after `after` in which the simulated backlog fell: between commits it
     only grows (arrivals), so a fall is a commit."""
@@ -230,6 +265,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=240, help="seconds of the real run (default 240)")
     parser.add_argument("--save", type=Path, help="also save the run's series here (JSON)")
     parser.add_argument("--replay", type=Path, help="no real run: compare against series saved by --save")
+    parser.add_argument("--ticks", action="store_true",
+                        help="with --replay: print the backlog each tick read, real and simulated")
     parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
     parser.add_argument("--high", type=float, help="the step's rate in orders/s (default the demo's 1,200); "
                         "255 is about 83%% of factor 1's measured capacity, inside the scale-up band")
@@ -277,7 +314,7 @@ def main() -> None:
         config = args.replay.with_suffix(".toml")
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
-               saved.get("history"))
+               saved.get("history"), saved.get("decisions") if args.ticks else None)
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")

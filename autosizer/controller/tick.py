@@ -38,7 +38,6 @@ from autosizer.redaction import clip, redact
 log = structlog.get_logger(__name__)
 
 
-
 @dataclass
 class Tick:
     store: MetadataStore
