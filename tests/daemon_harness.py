@@ -180,10 +180,10 @@ class Exporter(FedExporter):
 
 @contextlib.contextmanager
 def scraped_job(redis_server, job: str, tmp_path, rate: float,
-                prometheus_flags: tuple[str, ...] = ()) -> Iterator[tuple[MetadataStore, Any, Any]]:
+                prometheus_flags: tuple[str, ...] = ()) -> Iterator[tuple[MetadataStore, Any, Any, Exporter]]:
     """A job at factor 1 whose exporter is fed `rate` in and 100/s done, scraped by a real
     Prometheus (started with `prometheus_flags`) until its input shows over the window; a
-    dry-run daemon's config for it. Yields (store, config, prometheus)."""
+    dry-run daemon's config for it. Yields (store, config, prometheus, exporter)."""
     layout = Layout(topics={"orders": 2}, factor=1)
     store = MetadataStore(redis_server.url, job)
     store.init_layout(layout)
@@ -196,4 +196,4 @@ def scraped_job(redis_server, job: str, tmp_path, rate: float,
         wait_until(lambda: not collector.collect().problems and collector.lag() is not None, 60, "a first scrape")
         wait_until(lambda: sum(v for _, v in collector.collect().series["input_rate"]) > 0.75 * rate, 60,
                    "the input rate over the window")
-        yield store, config, prometheus
+        yield store, config, prometheus, exporter

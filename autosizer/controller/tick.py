@@ -391,7 +391,7 @@ def _inputs(evaluation: Evaluation, prometheus_s: float) -> dict[str, Any]:
                duty=round(obs.duty, 3),
                cpu_ceiling=None if obs.cpu_ceiling is None else round(obs.cpu_ceiling, 1),
                age_s=round(obs.age_s, 1), since_rescale_s=None if math.isinf(obs.since_rescale_s)
-               else round(obs.since_rescale_s, 1))
+               else round(obs.since_rescale_s, 1), restart_s=round(obs.restart_downtime_s, 2))
     if evaluation.notes:
         out["notes"] = evaluation.notes
     return out

@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autosizer.actuators.base import ActuatorContext
-from autosizer.actuators.journal import ActuationJournal, JournalRefused
+from autosizer.actuators.journal import ActuationJournal, JournalRefused, record_rescale
 from autosizer.actuators.registry import actuator_names, load_actuator
 from autosizer.controller.cli import main
 from autosizer.controller.collector import PrometheusCollector
@@ -83,7 +83,7 @@ def test_actuators_are_registered_by_name(redis_server, job):
 
 
 def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gone(redis_server, job, tmp_path):
-    with scraped_job(redis_server, job, tmp_path, rate=400) as (store, config, prometheus):
+    with scraped_job(redis_server, job, tmp_path, rate=400) as (store, config, prometheus, exporter):
         metrics = DaemonMetrics(config.daemon.interval_s)
         tick = build_tick(config, metrics)
         collector = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="10s")
@@ -120,6 +120,14 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert record.outcome == "hold" and "prometheus unreachable" in record.reason and record.target == 1
         prometheus.start()
         wait_until(lambda: not collector.collect().problems, 60, "Prometheus back")
+
+        # The restart the policy read, in the journal: assumed before the job's first rescale,
+        # then the journal's drain to first commit, then the pipeline's own measure of the stop.
+        wait_until(lambda: tick().inputs.get("restart_s") == 10.0, 30, "a tick with inputs")
+        record_rescale(store, 3.2)
+        assert tick().inputs["restart_s"] == 3.2
+        exporter.metrics.restarted(0.8)
+        wait_until(lambda: tick().inputs.get("restart_s") == 0.8, 30, "the restart gauge through Prometheus")
 
 
 def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path,
@@ -302,7 +310,7 @@ def test_days_in_redis_make_the_tick_scale_ahead_of_the_peak_they_had(redis_serv
     that all peaked 10-20 min from now make a tick at a low, steady input scale up now (the day
     plan's lead), where the same tick without them holds, and so does one with days that today
     does not look like."""
-    with scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _):
+    with scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _, _):
         first = build_tick(config, DaemonMetrics(config.daemon.interval_s))
         record = first()
         assert (record.outcome, record.target) == ("hold", 1), record

@@ -165,7 +165,7 @@ def test_a_new_daemon_reads_the_last_hour_back_and_sees_a_broken_day_on_its_firs
             history.record(now - back * DAY_S + ago, 400.0 if -3600 <= ago < 1200 else 50.0)
     for day in history.days:
         saved.save(history, day)
-    with scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _), capture_logs() as logged:
+    with scraped_job(redis_server, job, tmp_path, rate=50) as (store, config, _, _), capture_logs() as logged:
         ticked = time.time()  # the blocks end at `now`: the hour read back holds data up to there
         record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
     assert "no day plan: today broke the days' pattern: the last hour peaked at 50/s where they had 400/s" \
@@ -194,7 +194,7 @@ def test_a_prometheus_that_refuses_the_hour_costs_the_read_back_only(redis_serve
     for day in history.days:
         saved.save(history, day)
     with scraped_job(redis_server, job, tmp_path, rate=50, prometheus_flags=("--query.max-samples=200",)) \
-            as (_, config, _), capture_logs() as logged:
+            as (_, config, _, _), capture_logs() as logged:
         record = build_tick(config, DaemonMetrics(config.daemon.interval_s))()
     (failed,) = [e for e in logged if e["event"] == "history.recall_failed"]
     assert "sample" in failed["error"], failed
