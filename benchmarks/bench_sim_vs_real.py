@@ -166,7 +166,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
               + (f"\n  {r['reason']}" if r.get("reason") else ""))
     for i, r in enumerate(run.rescales):
         restart = job.restart_s(i)  # the run's own restarts, in order
-        done = r.time + job.actuation_s(r.new, restart) + (job.verify_window_s if r.new < r.old else 0.0)
+        done = r.done
         print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
               f"{_first_commit(run.lag_records, r.time)} (restart {restart:.2f} s), done by "
               f"{done:.1f} s (its first commit{_checked(r.new < r.old)})\n  {r.reason}")

@@ -14,6 +14,7 @@ is thrown away and simulated again under the new factor, after the restart downt
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class Rescale:
     old: int
     new: int
     reason: str
+    done: float = math.nan  # when the actuation ended: its first commit, and a scale-down's lag check
 
 
 @dataclass(eq=False)
@@ -99,7 +101,7 @@ class Run:
                            self.workload.start + begin)
         return Run(self.policy, workload, self.job, self.tick_s, self.lag_records[begin:end],
                    self.lag_seconds[begin:end], self.factor[begin:end],
-                   [Rescale(r.time - begin, r.old, r.new, r.reason) for r in self.rescales
+                   [Rescale(r.time - begin, r.old, r.new, r.reason, r.done - begin) for r in self.rescales
                     if begin <= r.time < end],
                    None if self.sawtooth is None else self.sawtooth[begin:end])
 
@@ -541,6 +543,12 @@ class _Model:
         return self._tasks[factor]
 
 
+def _first_commit(sawtooth: np.ndarray) -> float | None:
+    """Seconds into a block to its first commit (the phase kept in its sawtooth), or None."""
+    seconds = np.flatnonzero(np.isfinite(sawtooth[:, 1]))
+    return float(seconds[0] + sawtooth[seconds[0], 1]) if seconds.size else None
+
+
 @dataclass(frozen=True)
 class _Check:
     """A scale-down's lag check, as the restart actuator runs it: the backlog at the new
@@ -607,12 +615,24 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     guard_state = None
     checking: _Check | None = None  # a scale-down under the actuator's lag check
     backoff = Backoff()  # the daemon's wait after a rolled-back rescale
+    checked = 0.0  # the last rescale's lag check, which its end waits out after the first commit
+    restarted = False  # a rescale whose first commit the next block shows
     t, block_ticks, total = 0, BLOCK_TICKS, lead + total
     # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
         end = lead if t < lead else min(total, t + block_ticks * tick)
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(run.lag_records[:t], run.lag_seconds[:t]))
+        committed = _first_commit(block.sawtooth) if restarted else None
+        if committed is not None:
+            # The actuation ends at the new generation's first commit, which comes before a whole
+            # deadline when the first batch has less to read (runs 123, 126, 128 and 130: the real
+            # ramps' 1 -> 2 ended 2.4-3.2 s after the tick, the deadline's estimate 3.9-4.3 s).
+            last_rescale = t + committed - lead + checked
+            run.rescales[-1] = dataclasses.replace(run.rescales[-1], done=last_rescale)
+            if checking is not None:
+                checking = dataclasses.replace(checking, first=t + committed, last=t + committed + checked)
+        restarted = False
         kept, running = end - t, factor
         for k in range((end - t) // tick):
             now = t + (k + 1) * tick - lead
@@ -657,11 +677,13 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # commit, and after a scale-down the actuator's lag check (`verify_window_s`) too; it
             # ticks again only then, and its cooldown and the policy's settle time count from then.
             checked = job.verify_window_s if checking is not None else 0.0
+            restarted = True
             # each restart as the run measured it (not rounded: 0.96 s is not 0), which the daemon
             # reads from then on
             factor, down_s = target, job.restart_s(len(run.rescales) - 1)
             model.downtime_seen = down_s
-            last_rescale = now + job.actuation_s(factor, down_s) + checked
+            last_rescale = now + job.actuation_s(factor, down_s) + checked  # until the next block shows it
+            run.rescales[-1] = dataclasses.replace(run.rescales[-1], done=last_rescale)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

@@ -84,6 +84,19 @@ def test_each_rescale_stops_for_its_measured_restart_which_the_daemon_then_reads
     assert JobModel().restart_s(3) == 5.0  # none measured: the one figure
 
 
+def test_a_rescale_ends_at_the_new_generations_first_commit_not_a_deadline_later():
+    """The daemon records a rescale (and ticks again, and starts its cooldown) at the new
+    layout's first commit. A first batch with little to read commits before its deadline: the
+    real ramps' 1 -> 2 ended 2.4-3.2 s after the tick where a deadline's estimate said 3.9-4.3 s."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, restart_downtime_s=0.5,
+                   batch_seconds=3.0, batch_overhead_s=0.2, verify_window_s=0)
+    run = simulate(workloads.constant(100, seconds=60, noise=0), job, Fixed(2), tick_s=5)
+    (rescale,) = run.rescales
+    assert rescale.time == 0 and 0.5 < rescale.done < job.actuation_s(2)
+    committed = np.flatnonzero(np.isfinite(run.sawtooth[:, 1]))[0]
+    assert rescale.done == pytest.approx(committed + float(run.sawtooth[committed, 1]))
+
+
 def test_micro_batches_commit_at_the_deadline_plus_the_fixed_cost():
     """The pipeline's batch structure: 2 s deadline, 1 s fixed cost, 1 s trigger. A saturated
     job commits 2 s of work every 3 s (duty 2/3), and lag only falls at commits."""
