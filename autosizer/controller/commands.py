@@ -353,7 +353,12 @@ def _render_status(s: dict[str, Any]) -> str:
         lines.append(f"backoff    until {b['until']} after {b['failures']} failed actuation(s): "
                      f"{b['last']}")
     if s["last_rescale"]:
-        lines.append(f"rescaled   {s['last_rescale']['at']} (downtime {s['last_rescale']['downtime_s']:.1f}s)")
+        # the journal's drain to first commit; the policy reads the pipeline's own restart gauge
+        # where there is one, and the last decision says which it read
+        read = ((d or {}).get("inputs") or {}).get("restart_s")
+        lines.append(f"rescaled   {s['last_rescale']['at']} (drain to first commit "
+                     f"{s['last_rescale']['downtime_s']:.1f}s"
+                     + (f"; the policy reads a restart of {read:.2f}s" if read is not None else "") + ")")
     if d:
         lines.append(f"decision   {_when(d['time'])}  {d['outcome']}  {d['factor']} -> {d['target']}: {d['reason']}")
     else:

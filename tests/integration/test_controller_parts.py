@@ -128,6 +128,9 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert tick().inputs["restart_s"] == 3.2
         exporter.metrics.restarted(0.8)
         wait_until(lambda: tick().inputs.get("restart_s") == 0.8, 30, "the restart gauge through Prometheus")
+        status = subprocess.run([AUTOSIZER, "status", "--job", job, "--redis", redis_server.url], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
 def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path,
