@@ -16,7 +16,14 @@ import numpy as np
 from autosizer.controller.collector import Labels, Samples
 from autosizer.controller.queries import hot_share_table, partition_of
 from autosizer.elasticity import Layout, TopicPartition
-from autosizer.policies.base import Observation, PartitionStats, TaskStats, Watermarks, batch_duty
+from autosizer.policies.base import (
+    DOWNTIME_UNMEASURED_S,
+    Observation,
+    PartitionStats,
+    TaskStats,
+    Watermarks,
+    batch_duty,
+)
 
 REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
 PROBE_LATE_S = 5.0  # a lag probe this much older than the scrape is noted: it stalled
@@ -31,7 +38,9 @@ class Evaluation:
 
 class Evaluator:
     def evaluate(self, samples: Samples, layout: Layout, since_rescale_s: float = math.inf,
-                 restart_downtime_s: float = 2.0) -> Evaluation:
+                 restart_downtime_s: float | None = None) -> Evaluation:
+        """`restart_downtime_s`: the journal's last rescale's drain to first commit (None: none
+        recorded); see `_restart_downtime` for what the policy reads."""
         problems, notes = list(samples.problems), []
         partitions = layout.partitions()
         index = {tp: i for i, tp in enumerate(partitions)}
@@ -73,17 +82,12 @@ class Evaluator:
             age = probed if age is None else max(age, probed)
         saturated, hot_shares, duty = _capacity(samples, layout, index)
         ceiling = _single(samples.series.get("cpu_ceiling", ()))
-        # The pipeline's own measure of its last restart (drain to the next generation's first
-        # batch: the stop the input piles up in) wins over the caller's, which is the journal's
-        # drain to first commit (a batch's work more) or, before any rescale, a guess.
-        restarted = _single(samples.series.get("restart_seconds", ()))
-        if restarted is not None and restarted > 0:
-            restart_downtime_s = restarted
         observation = Observation(
             time=samples.time, factor=layout.factor,
             partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,
                                       columns["input_rate"], processed),
-            tasks=tasks, since_rescale_s=since_rescale_s, restart_downtime_s=restart_downtime_s,
+            tasks=tasks, since_rescale_s=since_rescale_s,
+            restart_downtime_s=_restart_downtime(samples, restart_downtime_s),
             complete=not problems, age_s=0.0 if age is None else max(0.0, age),
             saturated_rate=saturated, hot_shares=hot_shares, duty=duty, watermarks=watermarks,
             cpu_ceiling=ceiling if ceiling is not None and ceiling > 0 else None,
@@ -146,6 +150,16 @@ def _watermarks(samples: Samples, index: dict[TopicPartition, int]) -> Watermark
     if not index or not np.isfinite(offsets).all() or not np.isfinite(times).all():
         return None
     return Watermarks(tuple(index), offsets, times)
+
+
+def _restart_downtime(samples: Samples, journaled: float | None) -> float:
+    """The stop a rescale costs, as the policy reads it: the pipeline's own measure of its last
+    restart (drain to the next generation's first batch: the stop the input piles up in), else
+    the journal's drain to first commit (a batch's work more), else a query restart assumed."""
+    restarted = _single(samples.series.get("restart_seconds", ()))
+    if restarted is not None and restarted > 0:
+        return restarted
+    return journaled if journaled else DOWNTIME_UNMEASURED_S
 
 
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:

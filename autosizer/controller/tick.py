@@ -30,7 +30,7 @@ from autosizer.controller.overrides import Overrides, OverrideStore
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import KeyProblem, MetadataStore, StoreError
 from autosizer.pipeline.control import NOT_RUNNING, SILENT_S, ControlChannel, silence
-from autosizer.policies.base import DOWNTIME_UNMEASURED_S, Decision, Observation, Policy
+from autosizer.policies.base import Decision, Observation, Policy
 from autosizer.policies.guards import Guards, GuardState
 from autosizer.policies.history import TRUST_WINDOW_S, InputHistory
 from autosizer.redaction import clip, redact
@@ -125,8 +125,7 @@ class Tick:
         samples = self.collector.collect()
         rescaled = last_rescale(self.store)
         since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
-        # the journal's drain to first commit, unless the pipeline's restart gauge says (evaluator)
-        downtime = DOWNTIME_UNMEASURED_S if rescaled is None or not rescaled.downtime_s else rescaled.downtime_s
+        downtime = None if rescaled is None else rescaled.downtime_s  # the evaluator picks what the policy reads
         evaluation = self.evaluator.evaluate(samples, layout, since, downtime)
         if self.metrics is not None and not evaluation.problems:
             self.metrics.metrics_age.set(evaluation.observation.age_s)

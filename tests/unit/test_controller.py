@@ -232,3 +232,6 @@ def test_the_pipelines_restart_gauge_is_the_downtime_the_policy_reads(gauge, dow
     this pipeline's life, or another exporter) the tick's figure stands."""
     obs = Evaluator().evaluate(samples(restart_seconds=gauge), LAYOUT, 60.0, 3.2).observation
     assert obs.restart_downtime_s == downtime
+    # nothing measured either way (no rescale yet): a query restart assumed
+    unmeasured = Evaluator().evaluate(samples(restart_seconds=[]), LAYOUT).observation
+    assert unmeasured.restart_downtime_s == 10.0
