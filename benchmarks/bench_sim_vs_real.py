@@ -309,6 +309,8 @@ def main() -> None:
         time_zone(args.timezone, "--timezone")
     except ValueError as err:
         parser.error(str(err))
+    if args.ticks and not args.replay:
+        parser.error("--ticks reads a saved run's decisions: add --replay run.json")
     if args.replay:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
