@@ -360,6 +360,7 @@ class PipelineAgent:
             if self.layout is None or self.checkpoints is None:
                 return
             partitions, lowest = self.layout.partitions(), self.checkpoints.start_offsets()
+        positions = self.metrics.positions_now()  # before the marks: a later commit is no backlog
         marks = {tp: probe.upcoming_offset(*tp) for tp in partitions}
         now = time.time() * 1000
         # Nothing unprocessed (or nothing known yet): no age to read.
@@ -368,7 +369,7 @@ class PipelineAgent:
         stamps = probe.timestamps_at(behind)
         ages = {tp: 0.0 for tp in marks if tp not in behind}
         ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
-        self.metrics.observe_lag(marks, ages, at=now / 1000)
+        self.metrics.observe_lag(marks, ages, at=now / 1000, positions=positions)
         self._report_topology(probe, marks, int(now))
 
     def _probe_kinesis_once(self, probe: kinesis_source.KinesisPositions) -> None:
@@ -379,6 +380,7 @@ class PipelineAgent:
             if self.layout is None or self.checkpoints is None:
                 return
             lowest = self.checkpoints.start_offsets()
+        positions = self.metrics.positions_now()
         now = time.time()
         marks, ages, tails = {}, {}, {}
         for (stream, shard), start in lowest.items():
@@ -393,7 +395,8 @@ class PipelineAgent:
         self._tails = tails  # retired shards' tails dropped
         # a copy for the scrape thread: the tails move on at the next probe
         numbers = {(stream, shard): list(tails[shard].numbers) for stream, shard in lowest}
-        self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position))
+        self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position),
+                                 positions=positions)
         finished = [shard for (_, shard), start in lowest.items() if tails[shard].finished(start or 0)]
         self._watch_shards(probe, finished)
 

@@ -118,11 +118,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     age = _metrics_age(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if age is not None:
         settings["metrics_age_s"] = age
-    ages, gaps = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
+    _, gaps = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
     if gaps:  # rate() averages the samples' span: the window less this
         settings["scrape_interval_s"] = float(statistics.median(gaps))
-    if ages and series.get("high_watermark_scraped"):  # from the scrape stamps only: steps add a phase
-        settings["lag_probe_age_s"] = float(statistics.median(ages))
     return JobModel(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **settings})
 
 
@@ -180,6 +178,14 @@ def _metrics_age(read: Series, scraped: Series = ()) -> float | None:
     if not ages or not gaps:
         return None
     return float(statistics.median(ages) + statistics.median(gaps) / 2)
+
+
+def legacy_lag_probe_age(series: Mapping[str, Series]) -> float:
+    """`JobModel.lag_probe_age_s` of a run whose pipeline predates the one-moment lag gauge
+    (saved before session 48): the median from the probe's read to the scrape, from the scrape
+    stamps only (steps add a phase); 0 without them. Today's pipeline needs none."""
+    ages, _ = _scrapes(series.get("high_watermark_time", ()), series.get("high_watermark_scraped", ()))
+    return float(statistics.median(ages)) if ages and series.get("high_watermark_scraped") else 0.0
 
 
 def _scrapes(read: Series, scraped: Series) -> tuple[list[float], list[float]]:

@@ -89,10 +89,10 @@ class JobModel:
     # edges: a tick reads the input over window - interval (runs 83-88 read closest to the
     # real ticks that way). 0: over the whole window (the trace suite's idealized reading).
     scrape_interval_s: float = 0.0
-    # How long before the scrape the pipeline's probe read the high watermark that its backlog
-    # gauge (`lag_records`) subtracts the committed positions from: the commits in between come
-    # off the gauge (runs 87-91: the real ticks' backlog read 28-100 records below the model's on
-    # the median, while the lag in seconds agreed). 0: both read at once.
+    # For runs of pipelines before session 48 only: how long before the scrape the probe read the
+    # high watermark that their backlog gauge (`lag_records`) subtracted the positions at the
+    # scrape from, so the commits in between came off it (runs 87-91). Today's gauge subtracts the
+    # positions the probe took with the watermark (one moment, as the lag in seconds is): 0.
     lag_probe_age_s: float = 0.0
     # After a scale-down the actuator watches the lag this long before it calls the rescale done
     # (and rolls back a layout that falls behind): the daemon ticks again only after it. The
