@@ -220,7 +220,7 @@ class KafkaSink:
             if err is not None:
                 errors.append(str(err))
 
-        producer, job = _producer(self.bootstrap), self.job.encode()
+        producer, job = _producer(self.bootstrap, self.delivery_s, self.timeout_s), self.job.encode()
         for (key, value), source in zip(outputs, sources, strict=True):
             if source in written:
                 continue
@@ -229,10 +229,10 @@ class KafkaSink:
             producer.poll(0)
         remaining = producer.flush(self.delivery_s)
         if remaining or errors:
-            _PRODUCERS.pop(self.bootstrap, None)  # a fresh one for the retry
+            _PRODUCERS.pop((self.bootstrap, self.delivery_s, self.timeout_s), None)  # a fresh one for the retry
             unsettled = _abandon(producer, self.timeout_s)
             raise RuntimeError(
-                f"Kafka sink {self.topic!r}: {remaining} undelivered, errors {errors[:3]}: "
+                f"Kafka sink {self.topic!r}: {len(errors) + unsettled} undelivered, errors {errors[:3]}: "
                 "check the broker; the batch is not committed and will be retried"
                 + (f" ({unsettled} still in flight to the broker)" if unsettled else "")
             )
@@ -309,19 +309,28 @@ class KafkaSink:
             consumer.unassign()
 
 
-_PRODUCERS: dict[str, Any] = {}  # per Python worker (Spark reuses them): bootstrap -> producer
+_PRODUCERS: dict[tuple[str, float, float], Any] = {}  # per Python worker (Spark reuses them)
 
 
-def _producer(bootstrap: str) -> Any:
+def _producer(bootstrap: str, delivery_s: float, timeout_s: float) -> Any:
     """The worker's idempotent producer for `bootstrap`, made once. A new one spends 0.5-1 s
     before its first delivery (its producer id handshake, measured on noida-db), and the sink
-    made one for every slot of every batch until session 45 (`benchmarks/bench_kafka_sink.py`)."""
-    if bootstrap not in _PRODUCERS:
+    made one for every slot of every batch until session 45 (`benchmarks/bench_kafka_sink.py`).
+
+    A message gives up after `delivery_s` (librdkafka's default is 300 s) and a request after
+    `timeout_s`: by the time a failed write has waited both out (`_abandon`), the producer has
+    settled every message, delivered or failed, and retries none in the background after the
+    retried task's read-back. Until session 48 a message in flight to a broker that stopped
+    answering was retried for five minutes, and could land after the redo had written it again."""
+    key = (bootstrap, delivery_s, timeout_s)
+    if key not in _PRODUCERS:
         from confluent_kafka import Producer
 
-        _PRODUCERS[bootstrap] = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                                          "linger.ms": 5, "log_level": 0})
-    return _PRODUCERS[bootstrap]
+        _PRODUCERS[key] = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                    "linger.ms": 5, "log_level": 0,
+                                    "message.timeout.ms": max(1, round(delivery_s * 1000)),
+                                    "request.timeout.ms": max(1, round(timeout_s * 1000))})
+    return _PRODUCERS[key]
 
 
 def _abandon(producer: Any, wait_s: float) -> int:

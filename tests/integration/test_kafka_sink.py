@@ -3,6 +3,7 @@ as the agent calls it (recover, prepare, write per slot, commit, finalize), with
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -37,6 +38,18 @@ def in_topic(broker) -> list[tuple[bytes, dict]]:
     consumer.close()
     assert len(seen) == end, "enriched was not read to its end"
     return seen
+
+
+def pause(process) -> None:
+    """SIGSTOP, until the kernel shows the process stopped: a signal sent once was now and then
+    not in effect before the next write (2 runs in 10 delivered it in full)."""
+    for _ in range(100):
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(0.02)
+        with open(f"/proc/{process.pid}/status") as status:
+            if any(line.split()[:2] == ["State:", "T"] for line in status):
+                return
+    raise AssertionError(f"process {process.pid} did not stop")
 
 
 def one_partition_job(broker, redis_server, job: str) -> tuple[MetadataStore, Layout, Checkpoints]:
@@ -241,5 +254,40 @@ def test_a_write_the_broker_did_not_take_leaves_nothing_to_land_after_its_retry(
         assert failed.value is not None  # still held, as Spark's report of the failure holds it
         assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(3)]
         sink.close()
+    finally:
+        broker.stop()
+
+
+def test_a_write_to_a_broker_that_stopped_answering_fails_with_nothing_left_in_flight(redis_server, job, tmp_path):
+    """The broker takes the request in and answers nothing (a paused process). The write waits
+    its `delivery_s` and `timeout_s`, and its producer has then given up on every message, so it
+    retries none in the background after the retried task's read-back. Until session 48
+    librdkafka's own message timeout (300 s) kept them in flight ("7 still in flight to the
+    broker"), free to land after the redo wrote them again. Once the broker answers again, the
+    redo reads back whatever landed and writes the rest: each output once."""
+    broker = Broker(workdir=tmp_path / "broker").start()
+    try:
+        store, _, cp = one_partition_job(broker, redis_server, job)
+        sink = KafkaSink(broker.bootstrap, "enriched", timeout_s=3, delivery_s=3)
+        sink.recover(store)
+        sink.prepare(1, 1, cp)
+        sink.write(1, 1, 0, *outputs(range(3)))
+        pause(broker.process)
+        try:
+            with pytest.raises(RuntimeError, match="7 undelivered") as failed:
+                sink.write(1, 1, 0, *outputs(range(3, 10)))
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+        assert "Message timed out" in str(failed.value)
+        assert "in flight" not in str(failed.value)
+        sink.close()
+        time.sleep(2)  # what the paused broker had taken in lands now, or never
+        redo = KafkaSink(broker.bootstrap, "enriched", timeout_s=3, delivery_s=3)
+        redo.recover(store)
+        redo.prepare(1, 1, cp)
+        redo.write(1, 1, 0, *outputs(range(10)))
+        commit(redo, store, cp, 1, 10)
+        assert [v for v, _ in in_topic(broker)] == [b"%d" % o for o in range(10)]
+        redo.close()
     finally:
         broker.stop()
