@@ -26,7 +26,9 @@ paths are printed too. `--keys 16` gives 4 customers a partition (the busiest ke
 caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's
 decision with the policy's details, and `--replay run.json --ticks` prints the backlog each tick
-read, the real daemon's beside the replay's (the real one is a moment of a batch's sawtooth). `--policy` runs another built-in policy on both sides
+read, the real daemon's beside the replay's (the real one is a moment of a batch's sawtooth); runs
+saved since session 48 keep the backlog gauge every second too, printed beside the replay's.
+`--policy` runs another built-in policy on both sides
 (`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
 and `--duration 840` the step's end brings a scale-down within the run, run 82), and `--cold`
@@ -70,6 +72,7 @@ from autosizer.simulator.fit import (  # noqa: E402
     FIT_QUERIES,
     _points,
     _resample,
+    _restamped,
     fetch,
     fitted_run,
     legacy_lag_probe_age,
@@ -82,8 +85,10 @@ from examples.loadgen import factor_path  # noqa: E402
 LOAD_WINDOW = "3s"
 # how a saved run's pipeline read its backlog gauge; runs saved before session 48 lack the key
 ONE_MOMENT = "watermark and positions as the probe read them"
-# the records counter itself, beside fit's queries: the capacity check counts whole batches
-QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})"}
+# the records counter itself, beside fit's queries: the capacity check counts whole batches; and
+# the backlog gauge, placed at its probe's read time like the watermark, beside the replay's
+QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
+           "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})"}
 
 
 def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[float, float] | None = None) -> None:
@@ -138,6 +143,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
                    window_s=int(config.prometheus.window_s), origin=origin, history=days)
     if ticks:
         _print_tick_backlogs(ticks, start, reading.backlog)
+    if series.get("lag_records"):  # runs saved since session 48
+        _print_second_backlogs(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
@@ -227,6 +234,22 @@ def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, t
         print(f"  sums {a:.0f} / {b:.0f} (sim / real {b / a:.2f}); real min {min(r[1] for r in rows):.0f}, "
               f"max {max(r[1] for r in rows):.0f}; simulated min {min(r[2] for r in rows):.0f}, "
               f"max {max(r[2] for r in rows):.0f}")
+
+
+def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, run, phase: tuple[float, float]) -> None:
+    """The backlog gauge every second (each probe's reading from its read time on) beside the
+    replay's backlog at each second's end, over the seconds both ran the same factor; and their
+    means over the high phase's second half, where the job keeps up."""
+    seconds = np.arange(min(real_factor.size, run.factor.size))
+    real = sum(_resample(points, start, seconds, step=True)
+               for _, points in _restamped(series["lag_records"], series.get("high_watermark_time", ())))
+    same = real_factor[: seconds.size] == run.factor[: seconds.size]
+    sim = run.lag_records[: seconds.size]
+    late = same & (seconds >= phase[0] + phase[1] / 2) & (seconds < phase[0] + phase[1])
+    print(f"\nbacklog every second (records), same factor ({int(same.sum())} s): sums sim / real "
+          f"{sim[same].sum() / max(real[same].sum(), 1e-9):.2f}; the high phase's second half "
+          f"({int(late.sum())} s): real mean {real[late].mean():.0f} (sd {real[late].std():.0f}), "
+          f"simulated {sim[late].mean():.0f}")
 
 
 def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
