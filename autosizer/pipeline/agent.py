@@ -360,7 +360,7 @@ class PipelineAgent:
             if self.layout is None or self.checkpoints is None:
                 return
             partitions, lowest = self.layout.partitions(), self.checkpoints.start_offsets()
-        positions = self.metrics.positions_now()  # before the marks: a later commit is no backlog
+            positions = _positions(self.checkpoints)  # before the marks: a later commit is no backlog
         marks = {tp: probe.upcoming_offset(*tp) for tp in partitions}
         now = time.time() * 1000
         # Nothing unprocessed (or nothing known yet): no age to read.
@@ -380,7 +380,7 @@ class PipelineAgent:
             if self.layout is None or self.checkpoints is None:
                 return
             lowest = self.checkpoints.start_offsets()
-        positions = self.metrics.positions_now()
+            positions = _positions(self.checkpoints)
         now = time.time()
         marks, ages, tails = {}, {}, {}
         for (stream, shard), start in lowest.items():

@@ -193,18 +193,13 @@ class PipelineMetrics(Collector):
         with self._lock:
             self.topic_partitions = dict(counts)
 
-    def positions_now(self) -> dict[tuple[str, str, int], int | None]:
-        """The tasks' committed positions: the lag probe takes them before it reads the marks."""
-        with self._lock:
-            return dict(self.positions)
-
     def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float],
                     behind: Callable[[Partition, int], int] | None = None, at: float | None = None,
                     positions: Mapping[tuple[str, str, int], int | None] | None = None) -> None:
         """`behind(partition, position)`: records at or past a position, where positions are not
         offsets (Kinesis: sequence numbers); by default the high watermark minus the position.
         `at`: when the watermarks were read (now by default). `positions`: the tasks' positions
-        taken just before the marks (the ones known now by default). The lag gauges subtract
+        taken just before the marks (the last batch's by default). The lag gauges subtract
         these, not the positions at the scrape: a commit between the probe and the scrape read
         as no backlog while a second of input waited (23 of 176 busy ticks in runs 122-132)."""
         with self._lock:

@@ -220,7 +220,8 @@ class KafkaSink:
             if err is not None:
                 errors.append(str(err))
 
-        producer, job = _producer(self.bootstrap, self.delivery_s, self.timeout_s), self.job.encode()
+        settings = (self.bootstrap, self.delivery_s, self.timeout_s)
+        producer, job = _producer(*settings), self.job.encode()
         for (key, value), source in zip(outputs, sources, strict=True):
             if source in written:
                 continue
@@ -229,7 +230,7 @@ class KafkaSink:
             producer.poll(0)
         remaining = producer.flush(self.delivery_s)
         if remaining or errors:
-            _PRODUCERS.pop((self.bootstrap, self.delivery_s, self.timeout_s), None)  # a fresh one for the retry
+            _PRODUCERS.pop(settings, None)  # a fresh one for the retry
             unsettled = _abandon(producer, self.timeout_s)
             raise RuntimeError(
                 f"Kafka sink {self.topic!r}: {len(errors) + unsettled} undelivered, errors {errors[:3]}: "

@@ -21,7 +21,7 @@ def test_a_commit_after_the_probe_still_reads_the_backlog_the_probe_saw():
     a, b = (t.name for t in layout.virtual_tasks())
     metrics.started(layout, {(a, "orders", 0): 0, (b, "orders", 0): 0})
     _commit(metrics, {a: 100, b: 300})
-    positions = metrics.positions_now()  # the probe takes them, then reads the mark
+    positions = {(a, "orders", 0): 100, (b, "orders", 0): 300}  # the probe takes them, then reads the mark
     metrics.observe_lag({("orders", 0): 1000}, {("orders", 0): 1.0}, positions=positions)
     _commit(metrics, {a: 1000, b: 1000})  # a batch commits before the scrape
     gauges = _gauges(metrics)
@@ -30,7 +30,7 @@ def test_a_commit_after_the_probe_still_reads_the_backlog_the_probe_saw():
     assert gauges[("autosizer_pipeline_task_lag_records", (("partition", "0"), ("task", a), ("topic", "orders")))] == 900
     assert gauges[("autosizer_pipeline_task_lag_records", (("partition", "0"), ("task", b), ("topic", "orders")))] == 700
     # the next probe reads the commit
-    metrics.observe_lag({("orders", 0): 1200}, {("orders", 0): 0.2}, positions=metrics.positions_now())
+    metrics.observe_lag({("orders", 0): 1200}, {("orders", 0): 0.2})  # the last batch's positions
     assert metrics.partition_lag() == {("orders", 0): 200}
 
 
@@ -40,7 +40,7 @@ def test_a_new_layout_reads_its_own_tasks_against_the_last_marks_until_the_next_
     tasks = [t.name for t in old.virtual_tasks()]
     metrics.started(old, {(t, "orders", 0): 0 for t in tasks})
     _commit(metrics, dict.fromkeys(tasks, 400))
-    metrics.observe_lag({("orders", 0): 1000}, {("orders", 0): 1.0}, positions=metrics.positions_now())
+    metrics.observe_lag({("orders", 0): 1000}, {("orders", 0): 1.0})
     (merged,) = (t.name for t in new.virtual_tasks())
     metrics.started(new, {(merged, "orders", 0): 400})
     assert metrics.partition_lag() == {("orders", 0): 600}  # known before the first batch
