@@ -193,6 +193,9 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     same = real_path == sim_path
     print(f"goal (both ratios within 20%, the same factor path): "
           f"{'met' if goal and same else 'missed'}{'' if same else ' (the paths differ)'}")
+    if real.size > 1 and int(real.argmax()) == 0:  # the query started behind (run 133): --cold
+        print(f"  the real peak is the run's first second, the query's start-up; after it the real "
+              f"peak is {real[1:].max():.1f} s")
     capacity_check(fitted, _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size),
                                      step=True))
 
