@@ -241,13 +241,14 @@ def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, t
 
 def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, run, phase: tuple[float, float]) -> None:
     """The backlog gauge every second (each probe's reading from its read time on) beside the
-    replay's backlog at each second's end, over the seconds both ran the same factor; and their
+    replay's mean backlog of each second (what the gauge shows on average), over the seconds
+    both ran the same factor; and their
     means over the high phase's second half, where the job keeps up."""
     seconds = np.arange(min(real_factor.size, run.factor.size))
     real = sum(_resample(points, start, seconds, step=True)
                for _, points in _restamped(series["lag_records"], series.get("high_watermark_time", ())))
     same = real_factor[: seconds.size] == run.factor[: seconds.size]
-    sim = run.lag_records[: seconds.size]
+    sim = run.lag_records_mean[: seconds.size]
     late = same & (seconds >= phase[0] + phase[1] / 2) & (seconds < phase[0] + phase[1])
     print(f"\nbacklog every second (records), same factor ({int(same.sum())} s): sums sim / real "
           f"{sim[same].sum() / max(real[same].sum(), 1e-9):.2f}; the high phase's second half "

@@ -65,6 +65,9 @@ class Run:
     # per second: the oldest record's age at its end, when a commit fell in it (its phase, NaN if
     # none) and the age just before that commit: enough to read the age at any moment of it
     sawtooth: np.ndarray | None = None  # (seconds, 3), float32
+    # per second: the backlog's mean over it (`lag_records` is its end), what the pipeline's
+    # gauge, read at a random moment of the second, shows on average
+    lag_records_mean: np.ndarray | None = None
 
     def probe_readings(self, phases: np.ndarray) -> np.ndarray:
         """The age of the oldest unprocessed record a lag probe reads at `phases` (in [0, 1),
@@ -103,7 +106,8 @@ class Run:
                    self.lag_seconds[begin:end], self.factor[begin:end],
                    [Rescale(r.time - begin, r.old, r.new, r.reason, r.done - begin) for r in self.rescales
                     if begin <= r.time < end],
-                   None if self.sawtooth is None else self.sawtooth[begin:end])
+                   None if self.sawtooth is None else self.sawtooth[begin:end],
+                   None if self.lag_records_mean is None else self.lag_records_mean[begin:end])
 
 
 @dataclass
@@ -123,6 +127,7 @@ class _Block:
     overhead_tick: float = math.inf  # the first tick whose metrics show a saturated batch's fixed cost
     cut: np.ndarray | None = None  # (ticks,): a drain at the tick's end cuts a batch still at work
     sawtooth: np.ndarray | None = None  # (seconds, 3): `Run.sawtooth`'s
+    lag_records_mean: np.ndarray | None = None  # (seconds,): `Run.lag_records_mean`'s
 
 
 @njit(cache=True, nogil=True)
@@ -130,6 +135,32 @@ def _cum_at(cum, rate, t):  # pragma: no cover
     """Records arrived by time t (s, absolute): arrivals are even within each second."""
     i = min(int(t), rate.size - 1)
     return cum[i] + rate[i] * (t - i)
+
+
+@njit(cache=True, nogil=True)
+def _positive_area(f0, f1, dt):  # pragma: no cover
+    """The area under max(0, f) over dt, f going linearly from f0 to f1."""
+    if f0 >= 0.0 and f1 >= 0.0:
+        return (f0 + f1) / 2.0 * dt
+    if f0 <= 0.0 and f1 <= 0.0:
+        return 0.0
+    hi, lo = max(f0, f1), min(f0, f1)
+    return hi * hi / (2.0 * (hi - lo)) * dt
+
+
+@njit(cache=True, nogil=True)
+def _backlog_area(cum, rate, t0, arrivals, x, a, b):  # pragma: no cover
+    """The backlog at positions x, integrated over [a, b] (seconds of the block, within one
+    second: arrivals are even there)."""
+    if b <= a:
+        return 0.0
+    ca, cb = _cum_at(cum, rate, t0 + a), _cum_at(cum, rate, t0 + b)
+    total = 0.0
+    for p in range(arrivals.shape[0]):
+        for q in range(2):
+            if arrivals[p, q] > 0:
+                total += arrivals[p, q] * _positive_area(ca - x[p, q], cb - x[p, q], b - a)
+    return total
 
 
 @njit(cache=True, nogil=True)
@@ -272,12 +303,16 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
     when the first saturated batch (a queue left records it had read) committed, inf with none,
     and per tick whether a drain at its end would cut a batch still at work: the pipeline
-    measures a batch's fixed cost only from a batch that left records, and a drained one does."""
+    measures a batch's fixed cost only from a batch that left records, and a drained one does.
+    Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
+    next batch): what the pipeline's gauge, read at a random moment, shows on average."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     sawtooth = np.empty((seconds, 3), dtype=np.float32)
+    backlog_mean = np.empty(seconds)
+    area, since = 0.0, 0.0  # the backlog's area in second s so far, and up to when
     done = np.zeros((partitions, 2))
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
@@ -318,6 +353,8 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
                               x_drained, flight)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
+            backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+            area, since = 0.0, s + 1.0
             if (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain at the tick's end comes
                 for p in range(partitions):
                     for q in range(2):
@@ -330,6 +367,8 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         if full and saturated == np.inf:
             saturated = commit
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
+        area += _backlog_area(cum, rate, t0, arrivals, x, since, commit)  # second s up to the commit
+        since = commit
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
@@ -340,8 +379,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
                           idle)
         lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
+        backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+        area, since = 0.0, s + 1.0
         s += 1
-    return lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth
+    return lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth, backlog_mean
 
 
 class _Model:
@@ -378,6 +419,14 @@ class _Model:
         # what the daemon records in Redis, learned as the run goes (from the days given, if any)
         self.history = copy.deepcopy(history) if history is not None else InputHistory(zone=job.timezone)
 
+    def gauge(self, run: Run) -> np.ndarray:
+        """The run's backlog per second as the pipeline's gauge shows it: one moment of each
+        second, on average its mean (runs 138-140). A pipeline before session 48 read the
+        second's end less the commits since its probe (`JobModel.lag_probe_age_s`)."""
+        shown = run.lag_records if self.job.lag_probe_age_s else run.lag_records_mean
+        assert shown is not None
+        return shown
+
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
         hot = np.ones(self.job.partitions) if factor == 1 else self.hot[factor]
@@ -400,12 +449,13 @@ class _Model:
         noise = 1.0 + spread * self.rng.standard_normal((ticks, job.partitions, 2))
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
-        overhead_tick, cut, sawtooth = math.inf, np.zeros(ticks, dtype=bool), None
+        overhead_tick, cut, sawtooth, backlog_mean = math.inf, np.zeros(ticks, dtype=bool), None, None
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
         elif job.batch_seconds:
-            lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth = _batches(
+            (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
+             backlog_mean) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead)
@@ -417,8 +467,11 @@ class _Model:
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
+        if backlog_mean is None:  # a continuous job has no teeth: each second's end is its mean
+            backlog_mean = lag_records
         if self.age:
-            lag_end, ages = self._aged(t0, seen, lag_end, ages, lag_records, lag_seconds, past, arrivals)
+            gauge = lag_records if job.lag_probe_age_s else backlog_mean  # as `gauge` reads it
+            lag_end, ages = self._aged(t0, seen, lag_end, ages, gauge, lag_seconds, past, arrivals)
         if job.lag_probe_age_s:  # the gauge: an older watermark less the positions the last commit left
             lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
@@ -428,13 +481,15 @@ class _Model:
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
         block.overhead_tick, block.cut, block.sawtooth = overhead_tick, cut, sawtooth
+        block.lag_records_mean = backlog_mean
         return block
 
     def _aged(self, t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
               lag_seconds: np.ndarray, past: tuple[np.ndarray, np.ndarray] | None,
               arrivals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The backlog and the oldest records' ages as old metrics show them: the job's totals of
-        `seen` seconds (this block's, or `past` ones), spread over the queues as at the tick's end
+        `seen` seconds (this block's, or `past` ones; `lag_records` as the gauge shows them,
+        `_Model.gauge`), spread over the queues as at the tick's end
         (positions are kept per tick only; the totals are what sizing reads)."""
         old_records, old_seconds = past if past is not None else (np.zeros(0), np.zeros(0))
         lo = max(0, t0 - self.age - 1)  # the oldest second a tick of this block may still show
@@ -607,7 +662,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                    workload.start if origin is None else origin, history)
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32),
-              sawtooth=np.empty((lead + total, 3), dtype=np.float32))
+              sawtooth=np.empty((lead + total, 3), dtype=np.float32), lag_records_mean=np.empty(lead + total))
     factor = job.start_factor
     x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
     last_rescale, down_s = -math.inf, 0.0
@@ -622,7 +677,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     while t < total:
         end = lead if t < lead else min(total, t + block_ticks * tick)
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
-                            past=(run.lag_records[:t], run.lag_seconds[:t]))
+                            past=(model.gauge(run)[:t], run.lag_seconds[:t]))
         committed = _first_commit(block.sawtooth) if restarted else None
         if committed is not None:
             # The actuation ends at the new generation's first commit, which comes before a whole
@@ -691,13 +746,14 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             down_s = max(0.0, down_s - kept)
             block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]
+        run.lag_records_mean[t:t + kept] = block.lag_records_mean[:kept]
         run.lag_seconds[t:t + kept] = block.lag_seconds[:kept]
         run.sawtooth[t:t + kept] = block.sawtooth[:kept]
         run.factor[t:t + kept] = running
         if progress:
             progress(max(0, min(kept, t + kept - lead)))
         t += kept
-    run.lag_records, run.lag_seconds, run.factor, run.sawtooth = (
-        a[lead:] for a in (run.lag_records, run.lag_seconds, run.factor, run.sawtooth))
+    run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean = (
+        a[lead:] for a in (run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean))
     return run
 
