@@ -420,12 +420,9 @@ class _Model:
         self.history = copy.deepcopy(history) if history is not None else InputHistory(zone=job.timezone)
 
     def gauge(self, run: Run) -> np.ndarray:
-        """The run's backlog per second as the pipeline's gauge shows it: one moment of each
-        second, on average its mean (runs 138-140). A pipeline before session 48 read the
-        second's end less the commits since its probe (`JobModel.lag_probe_age_s`)."""
-        shown = run.lag_records if self.job.lag_probe_age_s else run.lag_records_mean
-        assert shown is not None
-        return shown
+        """The run's backlog per second as the pipeline's gauge shows it (`_gauge`)."""
+        assert run.lag_records_mean is not None
+        return _gauge(self.job, run.lag_records, run.lag_records_mean)
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -470,8 +467,8 @@ class _Model:
         if backlog_mean is None:  # a continuous job has no teeth: each second's end is its mean
             backlog_mean = lag_records
         if self.age:
-            gauge = lag_records if job.lag_probe_age_s else backlog_mean  # as `gauge` reads it
-            lag_end, ages = self._aged(t0, seen, lag_end, ages, gauge, lag_seconds, past, arrivals)
+            lag_end, ages = self._aged(t0, seen, lag_end, ages, _gauge(job, lag_records, backlog_mean),
+                                       lag_seconds, past, arrivals)
         if job.lag_probe_age_s:  # the gauge: an older watermark less the positions the last commit left
             lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
@@ -598,6 +595,13 @@ class _Model:
         return self._tasks[factor]
 
 
+def _gauge(job: JobModel, end: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """The backlog per second as the pipeline's gauge shows it: one moment of each second, on
+    average its mean (runs 138-140). A pipeline before session 48 read the second's end less
+    the commits since its probe (`JobModel.lag_probe_age_s`)."""
+    return end if job.lag_probe_age_s else mean
+
+
 def _first_commit(sawtooth: np.ndarray) -> float | None:
     """Seconds into a block to its first commit (the phase kept in its sawtooth), or None."""
     seconds = np.flatnonzero(np.isfinite(sawtooth[:, 1]))
@@ -662,7 +666,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                    workload.start if origin is None else origin, history)
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32),
-              sawtooth=np.empty((lead + total, 3), dtype=np.float32), lag_records_mean=np.empty(lead + total))
+              sawtooth=np.empty((lead + total, 3), dtype=np.float32),
+              lag_records_mean=np.empty(lead + total, dtype=np.float32))
     factor = job.start_factor
     x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
     last_rescale, down_s = -math.inf, 0.0
