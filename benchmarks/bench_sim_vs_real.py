@@ -242,8 +242,8 @@ def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, t
 def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, run, phase: tuple[float, float]) -> None:
     """The backlog gauge every second (each probe's reading from its read time on) beside the
     replay's mean backlog of each second (what the gauge shows on average), over the seconds
-    both ran the same factor; and their
-    means over the high phase's second half, where the job keeps up."""
+    both ran the same factor; and their means over the high phase's second half, where the job
+    keeps up."""
     seconds = np.arange(min(real_factor.size, run.factor.size))
     real = sum(_resample(points, start, seconds, step=True)
                for _, points in _restamped(series["lag_records"], series.get("high_watermark_time", ())))

@@ -419,11 +419,6 @@ class _Model:
         # what the daemon records in Redis, learned as the run goes (from the days given, if any)
         self.history = copy.deepcopy(history) if history is not None else InputHistory(zone=job.timezone)
 
-    def gauge(self, run: Run) -> np.ndarray:
-        """The run's backlog per second as the pipeline's gauge shows it (`_gauge`)."""
-        assert run.lag_records_mean is not None
-        return _gauge(self.job, run.lag_records, run.lag_records_mean)
-
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
         hot = np.ones(self.job.partitions) if factor == 1 else self.hot[factor]
@@ -486,7 +481,7 @@ class _Model:
               arrivals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The backlog and the oldest records' ages as old metrics show them: the job's totals of
         `seen` seconds (this block's, or `past` ones; `lag_records` as the gauge shows them,
-        `_Model.gauge`), spread over the queues as at the tick's end
+        `_gauge`), spread over the queues as at the tick's end
         (positions are kept per tick only; the totals are what sizing reads)."""
         old_records, old_seconds = past if past is not None else (np.zeros(0), np.zeros(0))
         lo = max(0, t0 - self.age - 1)  # the oldest second a tick of this block may still show
@@ -682,7 +677,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     while t < total:
         end = lead if t < lead else min(total, t + block_ticks * tick)
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
-                            past=(model.gauge(run)[:t], run.lag_seconds[:t]))
+                            past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))
         committed = _first_commit(block.sawtooth) if restarted else None
         if committed is not None:
             # The actuation ends at the new generation's first commit, which comes before a whole
