@@ -88,7 +88,11 @@ ONE_MOMENT = "watermark and positions as the probe read them"
 # the records counter itself, beside fit's queries: the capacity check counts whole batches; and
 # the backlog gauge, placed at its probe's read time like the watermark, beside the replay's
 QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
-           "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})"}
+           "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
+           # each batch's duration, read to commit, and the batches committed: the model's batch
+           # timing, beside the real one (runs saved since session 49)
+           "batch_duration": "max(autosizer_pipeline_batch_duration_seconds{$selector})",
+           "batches_total": "max(autosizer_pipeline_batches_total{$selector})"}
 
 
 def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[float, float] | None = None) -> None:
@@ -145,6 +149,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         _print_tick_backlogs(ticks, start, reading.backlog)
     if series.get("lag_records"):  # runs saved since session 48
         _print_second_backlogs(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
+    if series.get("batch_duration"):  # runs saved since session 49
+        _print_batch_durations(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
@@ -254,6 +260,25 @@ def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, 
           f"{sim[same].sum() / max(real[same].sum(), 1e-9):.2f}; the high phase's second half "
           f"({int(late.sum())} s): real mean {real[late].mean():.0f} (sd {real[late].std():.0f}), "
           f"simulated {sim[late].mean():.0f}")
+
+
+def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, run,
+                           phase: tuple[float, float]) -> None:
+    """The last committed batch's duration every second, real beside the replay's, over the high
+    phase's second half at the same factor: the model's batch timing, on which the backlog a
+    steady job holds rests. The real gauge runs from the batch function's start (Spark's planning
+    before it is not in it), the replay's from the trigger. Its longest batch shows a stall the
+    model has no term for (run 143: one 2.0 s batch among 0.8-1.2 s ones, 18 s to drain at 81%)."""
+    seconds = np.arange(min(real_factor.size, run.factor.size))
+    real = _resample(_points(series["batch_duration"]), start, seconds, step=True)
+    sim = run.batch_duration[: seconds.size].astype(np.float64)
+    late = ((real_factor[: seconds.size] == run.factor[: seconds.size]) & (seconds >= phase[0] + phase[1] / 2)
+            & (seconds < phase[0] + phase[1]) & np.isfinite(real) & np.isfinite(sim))
+    if not late.any():
+        return
+    print(f"batch duration (s), the high phase's second half ({int(late.sum())} s): real mean "
+          f"{real[late].mean():.2f} (longest {real[late].max():.2f}), simulated {sim[late].mean():.2f} "
+          f"(longest {sim[late].max():.2f}), sim / real {sim[late].mean() / real[late].mean():.2f}")
 
 
 def _first_commit(lag_records: np.ndarray, after: int) -> int | None:

@@ -68,6 +68,9 @@ class Run:
     # per second: the backlog's mean over it (`lag_records` is its end), what the pipeline's
     # gauge, read at a random moment of the second, shows on average
     lag_records_mean: np.ndarray | None = None
+    # per second: at its end, the last committed batch's duration, trigger to commit (NaN before
+    # a block's first commit, and for a continuous job), as the pipeline's gauge shows it
+    batch_duration: np.ndarray | None = None
 
     def probe_readings(self, phases: np.ndarray) -> np.ndarray:
         """The age of the oldest unprocessed record a lag probe reads at `phases` (in [0, 1),
@@ -107,7 +110,8 @@ class Run:
                    [Rescale(r.time - begin, r.old, r.new, r.reason, r.done - begin) for r in self.rescales
                     if begin <= r.time < end],
                    None if self.sawtooth is None else self.sawtooth[begin:end],
-                   None if self.lag_records_mean is None else self.lag_records_mean[begin:end])
+                   None if self.lag_records_mean is None else self.lag_records_mean[begin:end],
+                   None if self.batch_duration is None else self.batch_duration[begin:end])
 
 
 @dataclass
@@ -128,6 +132,7 @@ class _Block:
     cut: np.ndarray | None = None  # (ticks,): a drain at the tick's end cuts a batch still at work
     sawtooth: np.ndarray | None = None  # (seconds, 3): `Run.sawtooth`'s
     lag_records_mean: np.ndarray | None = None  # (seconds,): `Run.lag_records_mean`'s
+    batch_duration: np.ndarray | None = None  # (seconds,): `Run.batch_duration`'s
 
 
 @njit(cache=True, nogil=True)
@@ -305,13 +310,16 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     and per tick whether a drain at its end would cut a batch still at work: the pipeline
     measures a batch's fixed cost only from a batch that left records, and a drained one does.
     Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
-    next batch): what the pipeline's gauge, read at a random moment, shows on average."""
+    next batch): what the pipeline's gauge, read at a random moment, shows on average; and at
+    each second's end the last committed batch's duration, trigger to commit (NaN before one)."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     sawtooth = np.empty((seconds, 3), dtype=np.float32)
     backlog_mean = np.empty(seconds)
+    duration = np.full(seconds, np.nan, dtype=np.float32)
+    last = np.nan  # the last committed batch's duration
     area, since = 0.0, 0.0  # the backlog's area in second s so far, and up to when
     done = np.zeros((partitions, 2))
     flight = np.zeros((partitions, 2))
@@ -354,6 +362,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                               x_drained, flight)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
             backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+            duration[s] = last
             area, since = 0.0, s + 1.0
             if (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain at the tick's end comes
                 for p in range(partitions):
@@ -368,7 +377,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             saturated = commit
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
         area += _backlog_area(cum, rate, t0, arrivals, x, since, commit)  # second s up to the commit
-        since = commit
+        since, last = commit, commit - start
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
@@ -380,9 +389,11 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                           idle)
         lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
         backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+        duration[s] = last
         area, since = 0.0, s + 1.0
         s += 1
-    return lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth, backlog_mean
+    return (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth, backlog_mean,
+            duration)
 
 
 class _Model:
@@ -442,12 +453,13 @@ class _Model:
         task_cap = per_task * throttle * np.clip(noise, 0.0, None)  # (ticks, P, 2)
         capacity = np.ascontiguousarray(task_cap * tasks)
         overhead_tick, cut, sawtooth, backlog_mean = math.inf, np.zeros(ticks, dtype=bool), None, None
+        duration = np.full(rate.size, np.nan, dtype=np.float32)  # a continuous job has no batches
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
-             backlog_mean) = _batches(
+             backlog_mean, duration) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead)
@@ -473,7 +485,7 @@ class _Model:
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
         block.overhead_tick, block.cut, block.sawtooth = overhead_tick, cut, sawtooth
-        block.lag_records_mean = backlog_mean
+        block.lag_records_mean, block.batch_duration = backlog_mean, duration
         return block
 
     def _aged(self, t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
@@ -662,7 +674,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     run = Run(getattr(policy, "name", type(policy).__name__), workload, job, tick,
               np.empty(lead + total), np.empty(lead + total), np.empty(lead + total, dtype=np.int32),
               sawtooth=np.empty((lead + total, 3), dtype=np.float32),
-              lag_records_mean=np.empty(lead + total, dtype=np.float32))
+              lag_records_mean=np.empty(lead + total, dtype=np.float32),
+              batch_duration=np.empty(lead + total, dtype=np.float32))
     factor = job.start_factor
     x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
     last_rescale, down_s = -math.inf, 0.0
@@ -747,13 +760,15 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]
         run.lag_records_mean[t:t + kept] = block.lag_records_mean[:kept]
+        run.batch_duration[t:t + kept] = block.batch_duration[:kept]
         run.lag_seconds[t:t + kept] = block.lag_seconds[:kept]
         run.sawtooth[t:t + kept] = block.sawtooth[:kept]
         run.factor[t:t + kept] = running
         if progress:
             progress(max(0, min(kept, t + kept - lead)))
         t += kept
-    run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean = (
-        a[lead:] for a in (run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean))
+    run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean, run.batch_duration = (
+        a[lead:] for a in (run.lag_records, run.lag_seconds, run.factor, run.sawtooth, run.lag_records_mean,
+                           run.batch_duration))
     return run
 

@@ -751,6 +751,22 @@ def test_old_metrics_show_each_seconds_mean_backlog_as_a_probe_at_a_random_momen
     assert np.mean(seen[3:]) == pytest.approx(80.0, rel=0.02)
 
 
+def test_each_second_shows_the_last_committed_batchs_duration_as_the_pipelines_gauge_does():
+    """The batch duration gauge (`autosizer_pipeline_batch_duration_seconds`) holds the last
+    committed batch's, which the benchmark compares with the real job's. 100/s on one partition
+    at 2 ms a record: each 1 s trigger's batch works 0.2 s and commits 0.1 s later, so 0.3 s;
+    at 450/s it works 0.9 s and commits at 1.0 s. A job without batches shows none."""
+    job = JobModel(partitions=1, process_seconds=0.002, process_cv=0.0, commit_latency_s=0.1,
+                   batch_overhead_s=0.05)
+    for rate, duration in ((100, 0.3), (450, 1.0)):
+        run = simulate(workloads.constant(rate, seconds=120, noise=0), job, Fixed(1), tick_s=5)
+        assert np.isnan(run.batch_duration[0])  # before the first commit
+        assert run.batch_duration[10:] == pytest.approx(duration, rel=0.02)
+    continuous = simulate(workloads.constant(100, seconds=60, noise=0), dataclasses.replace(job, batch_seconds=0.0),
+                          Fixed(1), tick_s=5)
+    assert np.isnan(continuous.batch_duration).all()
+
+
 def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     """The pipeline measures a batch's fixed cost only from a batch that left records it read,
     and the daemon's duty is 1 until then (run 87, nyc-flights pressed into 12 minutes, never
