@@ -766,9 +766,10 @@ class PipelineAgent:
         committed_at, planning = time.perf_counter(), self._planning_s()
         slowest = max(s.seconds for s in slots.values())
         # A saturated batch's cycle is its fixed cost plus its work only if it began at the last
-        # commit. One that waited for its trigger held that wait too: the step's first saturated
-        # batch in run 143 read 0.41 s where the later ones read 0.16-0.21 s, and a light load
-        # kept that figure for the daemon all run (run 142: duty 0.88 where the job's was 0.95).
+        # commit. One that waited for its trigger or for data held that wait too: the step's first
+        # saturated batch in run 143 read 0.41 s where the later ones read 0.16-0.21 s, and after
+        # a 3 s pause one read 3.55 s (the test): an outage's backfill would have shown the daemon
+        # a cost as long as the outage, and a capacity of next to nothing.
         if self._cycles_warm and self._overran and any(p.pending for p in progress):
             self.admission.observe_cycle(committed_at - self._last_commit, slowest)
         if any(p.records for p in progress):
