@@ -585,8 +585,9 @@ class _Model:
                       dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.downtime_seen,
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
-            # until the pipeline measures a batch's fixed cost the daemon reads none (duty 1): run
-            # 89's replay, shown the cost from the start, held 4 where the real job went to 8
+            # until the pipeline measures a batch's fixed cost the daemon reads the commit latency
+            # (none before session 49): run 89's replay, shown the cost from the start, held 4
+            # where the real job went to 8
             duty=self.job.shown_duty(factor, self.overhead_measured),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick

@@ -160,7 +160,7 @@ def _overhead_known_at_start(series: Mapping[str, Series]) -> bool:
     only from a batch that left records (overran its deadline, or was cut at work by a drain),
     so the demo's runs learned it at their step or first rescale (35-38 s in runs 72-86, a
     second after the first drain in runs 88, 89 and 91) and run 87 not at all: until then the
-    daemon's duty is 1, and the model's must be too."""
+    daemon reads the commit latency for it (duty 1 before session 49), and the model's must too."""
     first = _first_sample(series)
     return any(t <= first for t, v in _points(series.get("overhead", ()))[:1] if v >= 0)
 

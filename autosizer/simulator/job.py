@@ -123,8 +123,9 @@ class JobModel:
     hot_shares_known_at_start: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
-    # drain), and until then the daemon's duty is 1. A job that has run long has; a fitted run
-    # says (the demo's learned it at their step or first rescale).
+    # drain) and began at the last one's end, and until then the daemon reads the commit
+    # latency for it (duty 1 before session 49, or without one). A job that has run long has; a
+    # fitted run says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
     # The fixed cost the pipeline showed when the run began, where it was not the one the job
     # pays (None: the same). A query's second batch still warms up, and at a load that leaves no
@@ -282,11 +283,12 @@ class JobModel:
 
     def shown_duty(self, factor: int, measured: bool) -> float:
         """The duty the daemon reads: the job's own once the run has `measured` a batch's fixed
-        cost; before, the cost shown at the start, or none (1) where none was known."""
+        cost; before, the cost shown at the start, or where none was known the commit latency
+        (the part of the cost every batch measures), or none (1) without one."""
         if measured or not self.batch_seconds:
             return self.duty(factor)
         if not self.overhead_known_at_start:
-            return 1.0
+            return batch_duty(self.batch_seconds, self.commit_latency_s)
         if self.overhead_shown_at_start_s is not None:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)

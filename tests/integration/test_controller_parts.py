@@ -133,6 +133,21 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
+def test_the_tick_reads_the_commit_latency_for_a_batchs_cost_until_the_pipeline_measures_it(redis_server, job,
+                                                                                              tmp_path):
+    """The pipeline measures a batch's fixed cost only from two saturated batches back to back,
+    and a job that keeps up never runs them; every batch with records measures its commit
+    latency, most of that cost. Until the cost shows, the tick's duty reads the latency (not 1:
+    run 145's daemon read 388/s where its job did about 367/s); then the cost."""
+    with scraped_job(redis_server, job, tmp_path, rate=400) as (_, config, _, exporter):
+        tick = build_tick(config, DaemonMetrics(config.daemon.interval_s))
+        assert tick().inputs["duty"] == 1.0  # no deadline, no cost: batches as if free
+        exporter.metrics.deadline_s, exporter.metrics.commit_latency_s = 3.0, 0.3
+        wait_until(lambda: tick().inputs.get("duty") == round(3 / 3.3, 3), 30, "the latency read for the cost")
+        exporter.metrics.overhead_s = 1.0
+        wait_until(lambda: tick().inputs.get("duty") == 0.75, 30, "the measured cost")
+
+
 def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path,
                                                                              capsys):
     """Prometheus up, the pipeline's series gone: the hold named Prometheus' scrape as the suspect

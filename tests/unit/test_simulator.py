@@ -795,6 +795,10 @@ def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     simulate(workloads.constant(100, seconds=90, noise=0), dataclasses.replace(job, overhead_known_at_start=False),
              Watch(1), tick_s=5)
     assert {duty for _, duty in seen} == {1.0}  # a job that keeps up never measures it
+    seen.clear()
+    simulate(workloads.constant(100, seconds=90, noise=0),
+             dataclasses.replace(job, overhead_known_at_start=False, commit_latency_s=0.1), Watch(1), tick_s=5)
+    assert [duty for _, duty in seen] == pytest.approx([3 / 3.1] * len(seen))  # its commit latency for the cost
     with pytest.raises(ValueError, match="overhead_known_at_start needs true or false"):
         JobModel(overhead_known_at_start=1)
 
