@@ -138,7 +138,7 @@ def test_the_tick_reads_the_commit_latency_for_a_batchs_cost_until_the_pipeline_
     """The pipeline measures a batch's fixed cost only from two saturated batches back to back,
     and a job that keeps up never runs them; every batch with records measures its commit
     latency, most of that cost. Until the cost shows, the tick's duty reads the latency (not 1:
-    run 145's daemon read 388/s where its job did about 367/s); then the cost."""
+    run 145's daemon read 388/s where its job did about 365/s); then the cost."""
     with scraped_job(redis_server, job, tmp_path, rate=400) as (_, config, _, exporter):
         tick = build_tick(config, DaemonMetrics(config.daemon.interval_s))
         assert tick().inputs["duty"] == 1.0  # no deadline, no cost: batches as if free
