@@ -27,7 +27,8 @@ caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clo
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's
 decision with the policy's details, and `--replay run.json --ticks` prints the backlog each tick
 read, the real daemon's beside the replay's (the real one is a moment of a batch's sawtooth); runs
-saved since session 48 keep the backlog gauge every second too, printed beside the replay's.
+saved since session 48 keep the backlog gauge every second too, printed beside the replay's, and
+runs saved since session 49 the last batch's duration (the model's batch timing).
 `--policy` runs another built-in policy on both sides
 (`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
