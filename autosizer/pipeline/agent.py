@@ -768,8 +768,9 @@ class PipelineAgent:
         # A saturated batch's cycle is its fixed cost plus its work only if it began at the last
         # commit. One that waited for its trigger or for data held that wait too: the step's first
         # saturated batch in run 143 read 0.41 s where the later ones read 0.16-0.21 s, and after
-        # a 3 s pause one read 3.55 s (the test): an outage's backfill would have shown the daemon
-        # a cost as long as the outage, and a capacity of next to nothing.
+        # a 3 s pause one read 3.55 s (the test): a burst that lands after a quiet spell (an
+        # upstream dump, a backfill at once) would have shown the daemon a cost as long as the
+        # spell, and a capacity of next to nothing.
         if self._cycles_warm and self._overran and any(p.pending for p in progress):
             self.admission.observe_cycle(committed_at - self._last_commit, slowest)
         if any(p.records for p in progress):
