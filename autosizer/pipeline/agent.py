@@ -256,9 +256,9 @@ class PipelineAgent:
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
         self._cycles_warm = False  # a query's third batch on: its cycles measure the fixed cost
-        # the last batch outlasted the trigger's interval, so Spark started the next at once: only
-        # then is the next one's cycle from that commit all work and fixed cost, with no wait
-        self._overran = False
+        # the last batch left records it read: only then is the next one's cycle from its commit
+        # a saturated job's own (see `_process_batch`)
+        self._saturated_before = False
         # a drain's start and the generation it drained, until a newer generation's first batch
         self._drained_at: tuple[float, int] | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
@@ -505,7 +505,7 @@ class PipelineAgent:
         self.admission.forget(layout)
         self._last_commit = None  # the first batch of a (re)started query pays the start,
         self._cycles_warm = False  # and the second still warms up
-        self._overran = False
+        self._saturated_before = False
         self._starts += 1
         self._write_plan(layout, cp)
         if not resumed:
@@ -736,7 +736,7 @@ class PipelineAgent:
             df = df.withColumn("h", key_hash_column())
         rows = df.mapInArrow(slot, PROGRESS_TYPE).collect()
         if not rows:
-            self._overran = False  # the next batch's cycle from the last commit holds this one
+            self._saturated_before = False  # the next batch's cycle from the last commit holds this one
             return
         touched: set[str] = set()
         progress: list[TaskProgress] = []
@@ -765,13 +765,16 @@ class PipelineAgent:
         self.admission.observe(progress)
         committed_at, planning = time.perf_counter(), self._planning_s()
         slowest = max(s.seconds for s in slots.values())
-        # A saturated batch's cycle is its fixed cost plus its work only if it began at the last
-        # commit. One that waited for its trigger or for data held that wait too: the step's first
+        # A saturated batch's cycle is what a saturated job pays per batch only if the batch
+        # before it was saturated too: then it began at that commit, or waited for a trigger every
+        # saturated batch waits for (a deadline shorter than the trigger's interval), a real loss.
+        # After a batch that kept up, it waited for its trigger or for data: the step's first
         # saturated batch in run 143 read 0.41 s where the later ones read 0.16-0.21 s, and after
         # a 3 s pause one read 3.55 s (the test): a burst that lands after a quiet spell (an
         # upstream dump, a backfill at once) would have shown the daemon a cost as long as the
         # spell, and a capacity of next to nothing.
-        if self._cycles_warm and self._overran and any(p.pending for p in progress):
+        saturated = any(p.pending for p in progress)
+        if self._cycles_warm and self._saturated_before and saturated:
             self.admission.observe_cycle(committed_at - self._last_commit, slowest)
         if any(p.records for p in progress):
             self.admission.observe_latency(planning + committed_at - began - slowest)
@@ -781,7 +784,7 @@ class PipelineAgent:
         # that figure for the daemon (run 124: 0.59 s until its first rescale, and one rescale
         # more than its replay on the ramp). Its cycle is not taken for the job's fixed cost.
         self._cycles_warm, self._last_commit = self._last_commit is not None, committed_at
-        self._overran = planning + committed_at - began >= self.config.trigger_seconds
+        self._saturated_before = saturated
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)

@@ -306,8 +306,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
     commits its work `latency_s` after the last queue stops, and the next may start
     `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
-    when the first saturated batch (a queue left records it had read) that began at the last
-    batch's end committed (one that waited for its trigger measures no cost), inf with none,
+    when the first saturated batch (a queue left records it had read) after a saturated one
+    committed (one after a batch that kept up waited for its trigger: it measures no cost),
+    inf with none,
     and per tick whether a drain at its end would cut a batch still at work: the pipeline
     measures a batch's fixed cost only from a batch that left records, and a drained one does.
     Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
@@ -330,7 +331,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     saturated = np.inf
     cut = np.zeros(ticks, dtype=np.bool_)
     start = float(down_s)
-    finished = -np.inf  # when the last batch let the next begin
+    full_before = False  # the last batch left records it read
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start)
@@ -352,7 +353,6 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
         commit = start + work + latency_s
-        back_to_back = start == finished  # it began at the last batch's end, waiting for no trigger
         finished = max(commit, start + work + overhead_s)
         while s < seconds and s + 1 <= commit:
             # a drain stops the batch in flight at each task's current record: what each queue has
@@ -376,8 +376,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         if commit > seconds:
             break  # still running when the block ends: the next block starts it again
         kc = min(int(commit) // tick, ticks - 1)
-        if full and back_to_back and saturated == np.inf:
+        if full and full_before and saturated == np.inf:
             saturated = commit
+        full_before = full
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
         area += _backlog_area(cum, rate, t0, arrivals, x, since, commit)  # second s up to the commit
         since, last = commit, commit - start

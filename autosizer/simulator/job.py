@@ -123,7 +123,7 @@ class JobModel:
     hot_shares_known_at_start: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
-    # drain) and began at the last one's end, and until then the daemon reads the commit
+    # drain) and followed a saturated one, and until then the daemon reads the commit
     # latency for it (duty 1 before session 49, or without one). A job that has run long has; a
     # fitted run says (the demo's learned it at their step or first rescale).
     overhead_known_at_start: bool = True
