@@ -133,6 +133,9 @@ class _Block:
     sawtooth: np.ndarray | None = None  # (seconds, 3): `Run.sawtooth`'s
     lag_records_mean: np.ndarray | None = None  # (seconds,): `Run.lag_records_mean`'s
     batch_duration: np.ndarray | None = None  # (seconds,): `Run.batch_duration`'s
+    # when the next batch starts, from the block's end: at or before it when a batch was in flight
+    # then (the next block at the same factor starts it again, as it began), else its trigger
+    resume_s: float = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -309,8 +312,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     when the first saturated batch (a queue left records it had read) after a saturated one
     committed (one after a batch that kept up waited for its trigger: it measures no cost),
     inf with none,
-    and per tick whether a drain at its end would cut a batch still at work: the pipeline
-    measures a batch's fixed cost only from a batch that left records, and a drained one does.
+    and per tick whether a drain at its end would cut a batch still at work after a saturated
+    one: the pipeline measures a batch's fixed cost only from a batch that left records after
+    one that did, and a drained one leaves them.
     Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
     next batch): what the pipeline's gauge, read at a random moment, shows on average; and at
     each second's end the last committed batch's duration, trigger to commit (NaN before one)."""
@@ -367,7 +371,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
             duration[s] = last
             area, since = 0.0, s + 1.0
-            if (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain at the tick's end comes
+            if full_before and (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain comes
                 for p in range(partitions):
                     for q in range(2):
                         if flight[p, q] < done[p, q] - 1e-9:
@@ -397,7 +401,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         area, since = 0.0, s + 1.0
         s += 1
     return (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth, backlog_mean,
-            duration)
+            duration, start - seconds)
 
 
 class _Model:
@@ -458,12 +462,13 @@ class _Model:
         capacity = np.ascontiguousarray(task_cap * tasks)
         overhead_tick, cut, sawtooth, backlog_mean = math.inf, np.zeros(ticks, dtype=bool), None, None
         duration = np.full(rate.size, np.nan, dtype=np.float32)  # a continuous job has no batches
+        resume = 0.0
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
-             backlog_mean, duration) = _batches(
+             backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead)
@@ -489,7 +494,7 @@ class _Model:
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
         block.overhead_tick, block.cut, block.sawtooth = overhead_tick, cut, sawtooth
-        block.lag_records_mean, block.batch_duration = backlog_mean, duration
+        block.lag_records_mean, block.batch_duration, block.resume_s = backlog_mean, duration, resume
         return block
 
     def _aged(self, t0: int, seen: np.ndarray, lag_end: np.ndarray, ages: np.ndarray, lag_records: np.ndarray,
@@ -737,8 +742,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 elif target > factor:
                     backoff = Backoff()
             run.rescales.append(Rescale(now, factor, target, reason))
-            # a drained batch that left records shows the pipeline its fixed cost (runs 88, 89 and
-            # 91 first exported it a second after their first rescale; run 87 never did)
+            # a drained batch that left records after a saturated one shows the pipeline its fixed
+            # cost (runs 88, 89 and 91 first exported it a second after their first rescale, before
+            # session 49 counted only such batches; run 87 never did)
             model.overhead_measured = model.overhead_measured or bool(block.cut is not None and block.cut[k])
             kept = (k + 1) * tick
             # The drain commits what the batch in flight did by now; then a new layout resumes
@@ -761,7 +767,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             break
         else:
             x = block.x_end[-1]
-            down_s = max(0.0, down_s - kept)
+            # still down, or the batch in flight at the block's end (or the next one's start) as
+            # it was: starting one anew on the block's first second would read a longer batch
+            # than the job ran, whose slack decays over some 15 s at 83% busy (run 149's replay)
+            down_s = down_s - kept if down_s > kept else block.resume_s
             block_ticks = min(BLOCK_TICKS, 2 * block_ticks)
         run.lag_records[t:t + kept] = block.lag_records[:kept]
         run.lag_records_mean[t:t + kept] = block.lag_records_mean[:kept]

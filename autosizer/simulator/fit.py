@@ -102,7 +102,7 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     latency = _median(series.get("commit_latency", ()))
     if latency is not None:
         settings["commit_latency_s"] = latency
-        settings.setdefault("batch_overhead_s", latency)  # no batch overran its deadline: see below
+        settings.setdefault("batch_overhead_s", latency)  # no cost measured: see `_overhead`
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline
@@ -204,10 +204,10 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]
     against the task count when each was taken (more tasks: more to launch and to commit). With
     one factor in the run, or a line that falls, the median alone.
 
-    The pipeline measures it only from batches that ran back to back (one left records); a run
-    that never fell a batch behind shows none, and the fit then takes the commit latency, which
-    every batch with records measures and which is most of it (run 143: 0.149 of 0.166 s), not
-    the model's default of 0.6 s, about three times this job's: run 145 held factor 1 at 75%,
+    The pipeline measures it only from a saturated batch after a saturated one; a run that never
+    fell two batches behind shows none, and the fit then takes the commit latency, which every
+    batch with records measures and which is most of it (run 143: 0.149 of 0.166 s), not the
+    model's default of 0.6 s, three to four times this job's: run 145 held factor 1 at 75%,
     and its replay's batches took 1.28 s against the real 0.79 s (lag integral 1.35x)."""
     samples = _points(series.get("overhead", ()))
     if not samples:

@@ -465,6 +465,20 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert any(overhead is not None for _, overhead in seen[first + 1:]), seen
 
 
+def test_a_deadline_shorter_than_the_trigger_still_measures_the_fixed_cost(pipeline, broker):
+    """With a deadline (0.1 s) shorter than the trigger's interval (0.3 s), a saturated job runs
+    one batch a trigger: every saturated batch waits for its trigger after the one before, and
+    that wait is capacity lost, part of the cost. The pipeline takes the cost from a saturated
+    batch after a saturated one, so it measures it here, wait included (a rule that took only
+    batches begun at the last commit would pass over every batch that waits for its trigger)."""
+    store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=0.1)
+    broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(3000)])
+    seen: list[float | None] = []
+    agent.on_batch = lambda a, progress: seen.append(a.admission.overhead_s)
+    run_until(agent, lambda: len(seen) >= 8, "eight batches", 90)
+    assert agent.admission.overhead_s is not None, seen
+
+
 def ride_through_a_restart(agent, sink, halt, resume, produce_rest, first: int = 200, total: int = 400,
                            down_s: float = 10) -> None:
     """Run `agent` until `first` outputs, `halt` the source for `down_s`, `resume` it and

@@ -77,7 +77,7 @@ def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
 def test_a_run_that_never_fell_a_batch_behind_takes_its_commit_latency_for_the_fixed_cost():
     """The pipeline measures a batch's fixed cost only from batches that ran back to back; a run
     that kept up throughout shows none. Its commit latency, measured on every batch, is most of
-    that cost: the model's default (0.6 s) is about four times what this project's job measures
+    that cost: the model's default (0.6 s) is three to four times what this project's job measures
     (run 145's replay missed with it). The daemon still saw no cost (its duty 1): the run shows
     it as not known at the start."""
     series = run_series()

@@ -767,6 +767,23 @@ def test_each_second_shows_the_last_committed_batchs_duration_as_the_pipelines_g
     assert np.isnan(continuous.batch_duration).all()
 
 
+def test_a_batch_in_flight_where_a_block_ends_carries_on_as_it_began():
+    """The simulator runs a steady factor in blocks of ticks; the job does not notice where one
+    ends. 430/s on one partition at 2 ms a record, batches back to back (a 1.07 s cycle against
+    the 1 s trigger), so one is in flight where the block ends at 400 s. Started anew on the next
+    block's first second, it read a longer batch (1.77 s against 1.02 s) and the backlog jumped
+    from about 660 to 1,285, settling over some 20 s (run 149's replay at 83% busy: 1.48 s at
+    120 s, a block's end after its rescale). It now resumes where it began."""
+    job = JobModel(partitions=1, process_seconds=0.002, process_cv=0.0, commit_latency_s=0.1,
+                   batch_overhead_s=0.15)
+    run = simulate(workloads.constant(430, seconds=900, noise=0), job, Fixed(1), tick_s=5)
+    steady = run.batch_duration[30:]
+    assert np.nanmax(steady) == pytest.approx(np.nanmin(steady), rel=0.01)
+    cycle = 0.15 / (1 - 0.86)  # each cycle reads its own length of input: 0.86 s of work a second, plus 0.15 s
+    assert np.nanmin(steady) == pytest.approx(0.86 * cycle + 0.1, rel=0.01)  # work, then the commit
+    assert run.lag_records_mean[380:420].max() < 1.1 * run.lag_records_mean[300:380].max()
+
+
 def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     """The pipeline measures a batch's fixed cost only from a batch that left records it read
     and began at the last one's end, and the daemon's duty is 1 until then (run 87, nyc-flights pressed into 12 minutes, never
@@ -838,11 +855,14 @@ class Scripted:
         return Decision(self.then if observation.time >= self.at else self.first, "scripted"), state
 
 
-def test_a_drain_that_cuts_a_batch_at_work_shows_the_batch_cost_a_trickle_does_not():
-    """A drained batch that left records is a saturated one to the pipeline, which measures the
-    fixed cost from it (runs 88 and 89 first exported it a second after their first rescale,
-    with the job busy). At 95% of factor 1's capacity a batch is at work at almost any moment;
-    at 10% it is done long before the next whole second."""
+def test_a_drain_that_cuts_a_batch_after_a_saturated_one_shows_the_batch_cost():
+    """A drained batch that left records is a saturated one to the pipeline. After a saturated
+    batch its cycle from that commit is the job's own, and the pipeline takes the fixed cost from
+    it: a step to 150% at 22 s saturates the batch before the drain at 30 s. After a batch that
+    kept up its cycle held the wait for its trigger, so since session 49 the pipeline takes none
+    (runs 88 and 89 had exported one a second after their first rescale, with the job busy): at
+    95% of factor 1's capacity a batch is at work at almost any moment, at 10% it is done long
+    before the next whole second, and neither shows the cost."""
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.3,
                    restart_downtime_s=0.5, overhead_known_at_start=False)
     capacity = 4 * 100 * job.duty(1)
@@ -853,10 +873,11 @@ def test_a_drain_that_cuts_a_batch_at_work_shows_the_batch_cost_a_trickle_does_n
             duties.append((observation.time, observation.duty))
             return super().decide(observation, state)
 
-    for load, shown in ((0.95 * capacity, job.duty(2)), (0.1 * capacity, 1.0)):
+    for load, shown in ((workloads.step(0.95 * capacity, 1.5 * capacity, at=22, seconds=90, noise=0), job.duty(2)),
+                        (workloads.constant(0.95 * capacity, seconds=90, noise=0), 1.0),
+                        (workloads.constant(0.1 * capacity, seconds=90, noise=0), 1.0)):
         duties.clear()
-        run = simulate(workloads.constant(load, seconds=90, noise=0), job, Watch(1, 2, at=30),
-                       Guards(cooldown_s=0), tick_s=5)
+        run = simulate(load, job, Watch(1, 2, at=30), Guards(cooldown_s=0), tick_s=5)
         assert [(r.time, r.new) for r in run.rescales] == [(30, 2)]
         assert {duty for time, duty in duties if time <= 30} == {1.0}  # no batch saturated before
         assert [duty for time, duty in duties if time > 30] == pytest.approx([shown] * sum(t > 30 for t, _ in duties))
