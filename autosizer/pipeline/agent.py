@@ -763,7 +763,7 @@ class PipelineAgent:
         self.batches += 1
         self._publish_group_offsets(cp)
         self.admission.observe(progress)
-        committed_at, planning = time.perf_counter(), self._planning_s()
+        committed_at = time.perf_counter()
         slowest = max(s.seconds for s in slots.values())
         # A saturated batch's cycle is what a saturated job pays per batch only if the batch
         # before it was saturated too: then it began at that commit, or waited for a trigger every
@@ -777,7 +777,7 @@ class PipelineAgent:
         if self._cycles_warm and self._saturated_before and saturated:
             self.admission.observe_cycle(committed_at - self._last_commit, slowest)
         if any(p.records for p in progress):
-            self.admission.observe_latency(planning + committed_at - began - slowest)
+            self.admission.observe_latency(self._planning_s() + committed_at - began - slowest)
         # A query's second batch still pays its start (the JVM and the Python workers warming
         # up): measured on a backlog, its fixed cost read 0.56-0.75 s in three starts where the
         # batches after it read 0.2-0.35 s, and a load that saturates no later batch kept
