@@ -37,12 +37,9 @@ DEFAULT_QUERIES: dict[str, str] = {
     "task_saturated_rate": "max by (task) (autosizer_pipeline_task_saturated_rate{$selector})",
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "batch_deadline_seconds": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
-    # A saturated batch's fixed cost. Until the pipeline has run a saturated batch after a
-    # saturated one it has measured none, and the daemon reads the commit latency, which every
-    # batch with records measures and which is most of that cost (run 143: 0.149 of 0.166 s): a
-    # duty of 1 read 388/s at factor 1 where the job did about 365/s (run 145).
-    "batch_overhead_seconds": ("max(autosizer_pipeline_batch_overhead_seconds{$selector})"
-                               " or max(autosizer_pipeline_commit_latency_seconds{$selector})"),
+    "batch_overhead_seconds": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    # what stands in for the cost until the pipeline has measured it (evaluator, `_batch_cost`)
+    "commit_latency_seconds": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     # the processing stop of the pipeline's last rescale (none before its first)
     "restart_seconds": "max(autosizer_pipeline_restart_seconds{$selector})",
     # records/s the cores could process at most: cores x records per CPU-second the threads used

@@ -144,8 +144,11 @@ def test_the_tick_reads_the_commit_latency_for_a_batchs_cost_until_the_pipeline_
         assert tick().inputs["duty"] == 1.0  # no deadline, no cost: batches as if free
         exporter.metrics.deadline_s, exporter.metrics.commit_latency_s = 3.0, 0.3
         wait_until(lambda: tick().inputs.get("duty") == round(3 / 3.3, 3), 30, "the latency read for the cost")
+        stand_in = "a batch's fixed cost is not measured yet: its commit latency (0.30s) stands in"
+        assert stand_in in tick().inputs.get("notes", ()), "the decision says what the duty rests on"
         exporter.metrics.overhead_s = 1.0
         wait_until(lambda: tick().inputs.get("duty") == 0.75, 30, "the measured cost")
+        assert not any("commit latency" in note for note in tick().inputs.get("notes", ()))
 
 
 def test_a_tick_without_the_pipelines_metrics_says_what_the_pipeline_reported(redis_server, job, tmp_path,
