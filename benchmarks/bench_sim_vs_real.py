@@ -90,10 +90,9 @@ ONE_MOMENT = "watermark and positions as the probe read them"
 # the backlog gauge, placed at its probe's read time like the watermark, beside the replay's
 QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
            "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
-           # each batch's duration, read to commit, and the batches committed: the model's batch
-           # timing, beside the real one (runs saved since session 49)
-           "batch_duration": "max(autosizer_pipeline_batch_duration_seconds{$selector})",
-           "batches_total": "max(autosizer_pipeline_batches_total{$selector})"}
+           # the last batch's duration, read to commit: the model's batch timing, beside the real
+           # one (runs saved since session 49)
+           "batch_duration": "max(autosizer_pipeline_batch_duration_seconds{$selector})"}
 
 
 def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[float, float] | None = None) -> None:
@@ -246,17 +245,23 @@ def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, t
               f"max {max(r[2] for r in rows):.0f}")
 
 
+def _same_factor(real_factor: np.ndarray, run, phase: tuple[float, float]) -> tuple[np.ndarray, ...]:
+    """The seconds both sides ran, where they ran the same factor, and of those the high
+    phase's second half (where the job keeps up)."""
+    seconds = np.arange(min(real_factor.size, run.factor.size))
+    same = real_factor[: seconds.size] == run.factor[: seconds.size]
+    return seconds, same, same & (seconds >= phase[0] + phase[1] / 2) & (seconds < phase[0] + phase[1])
+
+
 def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, run, phase: tuple[float, float]) -> None:
     """The backlog gauge every second (each probe's reading from its read time on) beside the
     replay's mean backlog of each second (what the gauge shows on average), over the seconds
     both ran the same factor; and their means over the high phase's second half, where the job
     keeps up."""
-    seconds = np.arange(min(real_factor.size, run.factor.size))
+    seconds, same, late = _same_factor(real_factor, run, phase)
     real = sum(_resample(points, start, seconds, step=True)
                for _, points in _restamped(series["lag_records"], series.get("high_watermark_time", ())))
-    same = real_factor[: seconds.size] == run.factor[: seconds.size]
     sim = run.lag_records_mean[: seconds.size]
-    late = same & (seconds >= phase[0] + phase[1] / 2) & (seconds < phase[0] + phase[1])
     print(f"\nbacklog every second (records), same factor ({int(same.sum())} s): sums sim / real "
           f"{sim[same].sum() / max(real[same].sum(), 1e-9):.2f}; the high phase's second half "
           f"({int(late.sum())} s): real mean {real[late].mean():.0f} (sd {real[late].std():.0f}), "
@@ -270,11 +275,10 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
     steady job holds rests. The real gauge runs from the batch function's start (Spark's planning
     before it is not in it), the replay's from the trigger. Its longest batch shows a stall the
     model has no term for (run 143: one 2.0 s batch among 0.8-1.2 s ones, 18 s to drain at 81%)."""
-    seconds = np.arange(min(real_factor.size, run.factor.size))
+    seconds, _, late = _same_factor(real_factor, run, phase)
     real = _resample(_points(series["batch_duration"]), start, seconds, step=True)
     sim = run.batch_duration[: seconds.size].astype(np.float64)
-    late = ((real_factor[: seconds.size] == run.factor[: seconds.size]) & (seconds >= phase[0] + phase[1] / 2)
-            & (seconds < phase[0] + phase[1]) & np.isfinite(real) & np.isfinite(sim))
+    late &= np.isfinite(real) & np.isfinite(sim)
     if not late.any():
         return
     print(f"batch duration (s), the high phase's second half ({int(late.sum())} s): real mean "
