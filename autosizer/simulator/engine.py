@@ -431,6 +431,12 @@ class _Model:
         self.overhead_measured = False
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
+        # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
+        # scrape, half an interval on the median; `metrics_age_s` is the watermarks', which the
+        # probe read before that scrape. Run 153's pipeline showed the cost at 39.3 s and its
+        # daemon read it at 40 s, where the replay, counting the watermarks' 1.02 s, read the
+        # commit latency and went to 4 where the job went to 8 (runs 134 and 136 the same).
+        self.gauge_age = job.scrape_interval_s / 2
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -472,8 +478,8 @@ class _Model:
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead)
-            if saturated < math.inf:  # its commit, then as old as the tick's metrics
-                overhead_tick = math.ceil((saturated + self.age) / tick) - 1
+            if saturated < math.inf:  # its commit, then as old as the tick's scrape
+                overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)

@@ -820,6 +820,31 @@ def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
         JobModel(overhead_known_at_start=1)
 
 
+def test_a_batch_cost_is_as_old_as_the_last_scrape_not_as_the_watermarks():
+    """The pipeline sets the cost's gauge at the commit, so a tick sees it once a scrape has
+    come since: half a scrape interval on the median. The watermarks' age (`metrics_age_s`)
+    also holds the probe's read before that scrape. Run 153's pipeline showed the cost at
+    39.3 s and its daemon read it at the 40 s tick."""
+    seen: list[tuple[float, float]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, observation.duty))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.5,
+                   overhead_known_at_start=False, metrics_age_s=3.0, scrape_interval_s=1.0)
+    step = workloads.step(before=100, after=1200, at=30, seconds=90, noise=0)
+    last_unknown = {}
+    for scrape in (1.0, 5.0):
+        seen.clear()
+        simulate(step, dataclasses.replace(job, scrape_interval_s=scrape), Watch(1), tick_s=5)
+        last_unknown[scrape] = max(time for time, duty in seen if duty == 1.0)
+    # the second saturated batch commits at 38 s (the test above): seen at 38.5 s with 1 s
+    # scrapes (the 40 s tick; 41 s with the watermarks' 3 s, the 45 s tick), at 40.5 s with 5 s
+    assert last_unknown == {1.0: 35, 5.0: 40}
+
+
 def test_a_batch_cost_shown_at_the_start_is_read_until_the_run_measures_its_own():
     """A query measures its first saturated batches while the JVM warms up (0.75 and 0.56 s
     where later batches measured 0.24-0.35 s), and a load that saturates no batch keeps that
