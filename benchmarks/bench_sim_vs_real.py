@@ -262,10 +262,11 @@ def _print_second_backlogs(series: dict, start: float, real_factor: np.ndarray, 
     real = sum(_resample(points, start, seconds, step=True)
                for _, points in _restamped(series["lag_records"], series.get("high_watermark_time", ())))
     sim = run.lag_records_mean[: seconds.size]
+    halves = (f"real mean {real[late].mean():.0f} (sd {real[late].std():.0f}), simulated {sim[late].mean():.0f}"
+              if late.any() else "none at the same factor")
     print(f"\nbacklog every second (records), same factor ({int(same.sum())} s): sums sim / real "
           f"{sim[same].sum() / max(real[same].sum(), 1e-9):.2f}; the high phase's second half "
-          f"({int(late.sum())} s): real mean {real[late].mean():.0f} (sd {real[late].std():.0f}), "
-          f"simulated {sim[late].mean():.0f}")
+          f"({int(late.sum())} s): {halves}")
 
 
 def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, run,
