@@ -433,9 +433,8 @@ class _Model:
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
         # scrape, half an interval on the median; `metrics_age_s` is the watermarks', which the
-        # probe read before that scrape. Run 153's pipeline showed the cost at 39.3 s and its
-        # daemon read it at 40 s, where the replay, counting the watermarks' 1.02 s, read the
-        # commit latency and went to 4 where the job went to 8 (runs 134 and 136 the same).
+        # probe read before that scrape. Run 153's daemon read at its 40 s tick a cost committed
+        # at 39.3 s: 0.7 s before, inside the watermarks' 1.02 s that this counted until session 50.
         self.gauge_age = job.scrape_interval_s / 2
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
