@@ -31,6 +31,26 @@ class Fixed:
         return Decision(self.factor, "fixed"), state
 
 
+class DutyWatch(Fixed):
+    """`Fixed`, keeping the (time, duty) every tick showed it in `seen`."""
+
+    def __init__(self, factor: int):
+        super().__init__(factor)
+        self.seen: list[tuple[float, float]] = []
+
+    def decide(self, observation, state=None):
+        self.seen.append((observation.time, observation.duty))
+        return super().decide(observation, state)
+
+
+def duties(workload, job: JobModel) -> list[tuple[float, float]]:
+    """Each 5 s tick's (time, duty) at factor 1: what the daemon's capacity reads of the batch's
+    fixed cost."""
+    watch = DutyWatch(1)
+    simulate(workload, job, watch, tick_s=5)
+    return watch.seen
+
+
 def test_lag_follows_the_queue_arithmetic_exactly():
     # 4 partitions at 10 ms per record: 100/s per task. Input 600/s over F=1 (400/s) grows the lag
     # by 200 records every second; nothing is noisy (cv 0, noise 0).
@@ -789,32 +809,21 @@ def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     and began at the last one's end, and the daemon's duty is 1 until then (run 87, nyc-flights pressed into 12 minutes, never
     fell a batch behind: its daemon held factor 2 on 782/s where the replay, shown the cost,
     read 652/s and went to 4). A job that has measured it shows it from the first tick."""
-    seen: list[tuple[float, float]] = []
-
-    class Watch(Fixed):
-        def decide(self, observation, state=None):
-            seen.append((observation.time, observation.duty))
-            return super().decide(observation, state)
-
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.5)
     step = workloads.step(before=100, after=1200, at=30, seconds=90, noise=0)  # factor 1 takes ~390/s
-    simulate(step, job, Watch(1), tick_s=5)
+    seen = duties(step, job)
     assert [duty for _, duty in seen] == pytest.approx([job.duty(1)] * len(seen))
-    seen.clear()
-    simulate(step, dataclasses.replace(job, overhead_known_at_start=False), Watch(1), tick_s=5)
+    seen = duties(step, dataclasses.replace(job, overhead_known_at_start=False))
     unknown = [time for time, duty in seen if duty == 1.0]
     assert unknown == [time for time, _ in seen[:len(unknown)]]  # from the start, then never again
     # until the step's second saturated batch: the first waited for its trigger (31 s), and its
     # cycle (it commits at 34.5 s) held that wait; the second, back to back, commits at 38 s
     assert max(unknown) == 35
     assert all(duty == pytest.approx(job.duty(1)) for _, duty in seen[len(unknown):])
-    seen.clear()
-    simulate(workloads.constant(100, seconds=90, noise=0), dataclasses.replace(job, overhead_known_at_start=False),
-             Watch(1), tick_s=5)
+    seen = duties(workloads.constant(100, seconds=90, noise=0), dataclasses.replace(job, overhead_known_at_start=False))
     assert {duty for _, duty in seen} == {1.0}  # a job that keeps up never measures it
-    seen.clear()
-    simulate(workloads.constant(100, seconds=90, noise=0),
-             dataclasses.replace(job, overhead_known_at_start=False, commit_latency_s=0.1), Watch(1), tick_s=5)
+    seen = duties(workloads.constant(100, seconds=90, noise=0),
+                  dataclasses.replace(job, overhead_known_at_start=False, commit_latency_s=0.1))
     assert [duty for _, duty in seen] == pytest.approx([3 / 3.1] * len(seen))  # its commit latency for the cost
     with pytest.raises(ValueError, match="overhead_known_at_start needs true or false"):
         JobModel(overhead_known_at_start=1)
@@ -825,20 +834,12 @@ def test_a_batch_cost_is_as_old_as_the_last_scrape_not_as_the_watermarks():
     come since: half a scrape interval on the median. The watermarks' age (`metrics_age_s`)
     also holds the probe's read before that scrape. Run 153's pipeline showed the cost at
     39.3 s and its daemon read it at the 40 s tick."""
-    seen: list[tuple[float, float]] = []
-
-    class Watch(Fixed):
-        def decide(self, observation, state=None):
-            seen.append((observation.time, observation.duty))
-            return super().decide(observation, state)
-
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.5,
                    overhead_known_at_start=False, metrics_age_s=3.0, scrape_interval_s=1.0)
     step = workloads.step(before=100, after=1200, at=30, seconds=90, noise=0)
     last_unknown = {}
     for scrape in (1.0, 5.0):
-        seen.clear()
-        simulate(step, dataclasses.replace(job, scrape_interval_s=scrape), Watch(1), tick_s=5)
+        seen = duties(step, dataclasses.replace(job, scrape_interval_s=scrape))
         last_unknown[scrape] = max(time for time, duty in seen if duty == 1.0)
     # the second saturated batch commits at 38 s (the test above): seen at 38.5 s with 1 s
     # scrapes (the 40 s tick; 41 s with the watermarks' 3 s, the 45 s tick), at 40.5 s with 5 s
@@ -850,16 +851,9 @@ def test_a_batch_cost_shown_at_the_start_is_read_until_the_run_measures_its_own(
     where later batches measured 0.24-0.35 s), and a load that saturates no batch keeps that
     figure: run 124 showed 0.59 s until its first rescale, where its batches paid 0.30 s, and
     its daemon scaled up 5 s before a replay shown 0.30 s did. The replay now shows it too."""
-    seen: list[tuple[float, float]] = []
-
-    class Watch(Fixed):
-        def decide(self, observation, state=None):
-            seen.append((observation.time, observation.duty))
-            return super().decide(observation, state)
-
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.3,
                    overhead_shown_at_start_s=0.6)
-    simulate(workloads.step(before=100, after=1200, at=30, seconds=90, noise=0), job, Watch(1), tick_s=5)
+    seen = duties(workloads.step(before=100, after=1200, at=30, seconds=90, noise=0), job)
     shown = [time for time, duty in seen if duty == pytest.approx(3.0 / 3.6)]
     assert shown == [time for time, _ in seen[:len(shown)]] and 30 <= max(shown) < 45
     assert all(duty == pytest.approx(job.duty(1)) for _, duty in seen[len(shown):])
