@@ -311,13 +311,13 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
     when the first saturated batch (a queue left records it had read) after a saturated one
     committed (one after a batch that kept up waited for its trigger: it measures no cost),
-    inf with none,
-    and per tick whether a drain at its end would cut a batch still at work after a saturated
-    one: the pipeline measures a batch's fixed cost only from a batch that left records after
-    one that did, and a drained one leaves them.
+    inf with none; and per tick whether a drain at its end would cut a batch still at work
+    after a saturated one: the pipeline measures a batch's fixed cost only from a batch that
+    left records after one that did, and a drained one leaves them.
     Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
-    next batch): what the pipeline's gauge, read at a random moment, shows on average; and at
-    each second's end the last committed batch's duration, trigger to commit (NaN before one)."""
+    next batch): what the pipeline's gauge, read at a random moment, shows on average; at
+    each second's end the last committed batch's duration, trigger to commit (NaN before one);
+    and where the next batch starts, from the block's end (`_Block.resume_s`)."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -378,7 +378,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                             cut[(s + 1) // tick - 1] = True
             s += 1
         if commit > seconds:
-            break  # still running when the block ends: the next block starts it again
+            break  # still running when the block ends: the next block resumes it as it began
         kc = min(int(commit) // tick, ticks - 1)
         if full and full_before and saturated == np.inf:
             saturated = commit
