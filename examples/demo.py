@@ -255,7 +255,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         if png is not None:
             plot(timeline, png)
         if after is not None:
-            after(Finished(prometheus.url, began, ended, config_path, timeline, decisions, seeded))
+            after(Finished(prometheus.url, began, ended, config_path, timeline, decisions, seeded,
+                               broker.bootstrap))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
     return kept_up
 
@@ -294,6 +295,8 @@ class Finished:
     timeline: list[dict]
     decisions: list[dict]  # the daemon's journal, oldest first (`DecisionRecord` fields)
     history: dict[int, list[float]] | None = None  # the days `seed_history` wrote, by UTC day number
+    bootstrap: str | None = None  # the broker, still up: its topic holds each record's own time
+    topic: str = "orders"
 
 
 def seed_history(store: MetadataStore, began: float, duration: float, load: Callable[[float], float],

@@ -57,6 +57,11 @@ FIT_QUERIES: dict[str, str] = {
 }
 
 
+# A series no query returns: the records that arrived in each second, counted from their own
+# timestamps by a reader of the topic (the sim-vs-real benchmark's); the load, where present
+ARRIVALS = "arrivals"
+
+
 @dataclass(frozen=True, eq=False)
 class Fitted:
     """A run read back: the job model, the load it saw, and its lag, factor and processed rate
@@ -229,10 +234,14 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]
 
 def fitted_run(series: Mapping[str, Series], start: float, end: float,
                base: JobModel | None = None) -> Fitted:
-    """The model, and the run's load, worst lag and factor resampled to 1 s over [start, end]."""
+    """The model, and the run's load, worst lag and factor resampled to 1 s over [start, end].
+    The load is the records' own arrivals where a reader of the topic counted them (`ARRIVALS`),
+    else the watermark's steps as the probe read them, else (older runs) its rate."""
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
     load = np.zeros(seconds.size)
-    if series.get("high_watermark"):
+    if series.get(ARRIVALS):
+        load = _arrivals(series[ARRIVALS], start, seconds.size)
+    elif series.get("high_watermark"):
         for _, points in _restamped(series["high_watermark"], series.get("high_watermark_time", ())):
             marks = _resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True)
             load += np.diff(marks)  # the records that arrived in [s, s + 1)
@@ -243,6 +252,19 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
                   np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
                   _resample(_points(series.get("processed_rate", ())), start, seconds))
+
+
+def _arrivals(series: Series, start: float, size: int) -> np.ndarray:
+    """Records that arrived in each second [start + s, start + s + 1), from counts a reader of
+    the topic placed at each second's start: the records' own timestamps, so a step lands in the
+    second it happened, not smeared between two scrapes of the watermark."""
+    load = np.zeros(size)
+    for _, points in series:
+        for t, count in points:
+            s = round(t - start)
+            if 0 <= s < size and math.isfinite(count):
+                load[s] += count
+    return load
 
 
 def _restamped(series: Series, stamps: Series) -> Series:

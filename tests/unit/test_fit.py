@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autosizer.elasticity import FACTORS
-from autosizer.simulator.fit import fit_job, fitted_run, legacy_lag_probe_age, write_trace
+from autosizer.simulator.fit import ARRIVALS, fit_job, fitted_run, legacy_lag_probe_age, write_trace
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.traces import load_trace
 
@@ -136,6 +136,21 @@ def test_the_load_is_read_from_the_watermarks_steps_where_the_step_happened():
     load = fitted_run(series, START, START + 59).load.rate
     assert list(load[28:32]) == [100, 100, 1000, 1000]
     assert fitted_run(run_series(), START, START + 59).load.rate[0] == 400, "no watermark: the rate"
+
+
+def test_records_counted_by_their_own_times_are_the_load_over_the_watermarks_steps():
+    """Run 153's step landed at 30.0 s between watermark reads at 29.74 and 31.15 s, and the
+    steps spread it over three seconds; counted from the records' own times it lands at 30."""
+    series = run_series()
+    label = {"topic": "orders", "partition": "0"}
+    marks = [(START + 29.74, 2974.0), (START + 31.15, 2974.0 + 26 + 1150.0)]
+    series["high_watermark"] = [(label, [(START, 0.0), *marks, (START + 59, 4150.0 + 28 * 1000.0)])]
+    arrived = [(START + s, 100.0 if s < 30 else 1000.0) for s in range(60)]
+    series[ARRIVALS] = [(label, arrived[:40]), ({**label, "partition": "1"}, arrived[40:])]
+    load = fitted_run(series, START, START + 59).load.rate
+    assert list(load[28:32]) == [100, 100, 1000, 1000]
+    smeared = fitted_run({**series, ARRIVALS: []}, START, START + 59).load.rate
+    assert 100 < smeared[29] < 1000 and 100 < smeared[30] < 1000, "the watermark's reads: smeared"
 
 
 def test_each_watermark_counts_from_when_the_probe_read_it_not_when_it_was_scraped():

@@ -1,0 +1,40 @@
+"""The sim-vs-real benchmark's reader of a topic's record times against a real broker: each
+record counted once, in the second its producer stamped, and none from before the run."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from benchmarks.bench_sim_vs_real import read_arrivals
+from tests.servers import Broker
+
+pytestmark = pytest.mark.integration
+
+
+def produce(broker: Broker, partitions: int, count: int) -> tuple[float, float]:
+    """`count` records spread over the partitions; the window their timestamps fall in."""
+    before = time.time()
+    broker.produce("orders", [(i % partitions, b"k%d" % i, b"%d" % i) for i in range(count)])
+    return before, time.time()
+
+
+def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
+    broker.create_topic("orders", 2)
+    produce(broker, 2, 10)  # before the run: not its load
+    time.sleep(0.05)
+    start = time.time()
+    early = produce(broker, 2, 30)
+    time.sleep(max(0.0, start + 2.2 - time.time()))
+    late = produce(broker, 2, 20)
+    end = time.time()
+    counted = read_arrivals(broker.bootstrap, "orders", start, end)
+    assert sorted(labels["partition"] for labels, _ in counted) == ["0", "1"]
+    per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
+                  for s in range(int(end - start) + 1)]
+    assert sum(per_second) == 50, "each record of the run once, none of the 10 before it"
+    for (first, last), count in ((early, 30), (late, 20)):
+        seconds = range(int(first - start), int(last - start) + 1)
+        assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
+    assert all(labels == {"topic": "orders", "partition": labels["partition"]} for labels, _ in counted)
