@@ -7,7 +7,9 @@ Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 2
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
 daemon on its shipped policy with the demo's shortened clocks, 100 -> 1,200 orders/s for 120 s),
-then reads the run back from Prometheus: `autosizer fit`'s model of the job and the load it saw.
+then reads the run back from Prometheus: `autosizer fit`'s model of the job. The load it saw is
+counted from the records' own timestamps, read back from the topic (`autosizer/simulator/arrivals.py`; runs saved
+before session 51 replay the watermark's reads, a second apart, which place a step only between two).
 The simulator replays that load through the same policy and guards, at the daemon's tick, from
 the same start factor. Printed side by side: the lag integral (seconds of lag, summed over the
 run) and the peak lag, real and simulated, and their ratios (goal: both within 20%, and the same
@@ -68,6 +70,7 @@ from autosizer.policies import (  # noqa: E402
     load_policy,  # noqa: E402
 )
 from autosizer.policies.history import InputHistory, time_zone  # noqa: E402
+from autosizer.simulator.arrivals import read_arrivals  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import (  # noqa: E402
     ARRIVALS,
@@ -102,7 +105,7 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
     # 3 s window only serves the partitions' shares.
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW, queries=QUERIES)
     if finished.bootstrap:  # the load from the records' own times (runs saved since session 51)
-        series[ARRIVALS] = read_arrivals(finished.bootstrap, finished.topic, start, end)
+        series[ARRIVALS] = read_arrivals(finished.bootstrap, [finished.topic], start, end)
     rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"],
                  "actuation_s": (d.get("actuation") or {}).get("seconds"),
                  "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms"), "reason": d.get("reason"),
@@ -117,40 +120,6 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
                                     "lag_gauge": ONE_MOMENT}))
         print(f"series saved to {save} (replay with --replay {save})")
     replay(series, start, end, finished.config_path, rescales, phase, finished.history)
-
-
-def read_arrivals(bootstrap: str, topic: str, start: float, end: float) -> list:
-    """Each partition's records counted by second of their own timestamps over [start, end], as
-    fit's `ARRIVALS` series: the watermark's reads, a second apart, place a step only between
-    two of them (run 153's landed at 30.0 s, between reads at 29.74 and 31.15 s, and its fit
-    spread it over three seconds)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "autosizer-bench-arrivals",
-                         "enable.auto.commit": False, "log_level": 0})
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        firsts = consumer.offsets_for_times([TopicPartition(topic, p, int(start * 1000)) for p in partitions], 10)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in partitions}
-        counts = {p: np.zeros(int(end - start) + 1) for p in partitions}
-        left = {tp.partition for tp in firsts if 0 <= tp.offset < ends[tp.partition]}
-        consumer.assign([tp for tp in firsts if tp.partition in left])
-        while left:
-            batch = consumer.consume(10_000, 10)
-            if not batch:
-                raise RuntimeError(f"reading {topic}'s record times stalled with {sorted(left)} unread")
-            for message in batch:
-                if message.error() is not None:
-                    raise RuntimeError(f"reading {topic}'s record times: {message.error()}")
-                p, s = message.partition(), int(message.timestamp()[1] / 1000 - start)
-                if 0 <= s < counts[p].size:
-                    counts[p][s] += 1
-                if message.offset() + 1 >= ends[p]:
-                    left.discard(p)
-    finally:
-        consumer.close()
-    return [({"topic": topic, "partition": str(p)}, [(start + s, float(c)) for s, c in enumerate(counts[p])])
-            for p in partitions]
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
@@ -168,13 +137,12 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     job = dataclasses.replace(fitted.job, verify_window_s=float(
         config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)),
         lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series))
-    source = "the records' own times" if series.get(ARRIVALS) else "the watermark's reads"
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restarts "
           f"{', '.join(f'{r:.2f}' for r in job.restarts_measured_s) or f'{job.restart_downtime_s:.2f}'} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
           f"{job.scrape_interval_s:g} s), {'' if job.overhead_known_at_start else 'batch cost not known at the start, '}"
           f"start factor "
-          f"{job.start_factor}, load from {source}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
+          f"{job.start_factor}, load from {fitted.load_source}, busiest bucket at F=8 {job.hot_shares[8].max():.1%}, service-time CV "
           f"{job.process_cv:.2f}")
     policy = load_policy(config.policy.name, dict(config.policy.settings))
     days = None if history is None else InputHistory(zone=config.job.timezone, days={

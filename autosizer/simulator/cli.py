@@ -178,11 +178,17 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", default="3s",
                         help="rate window for the partitions' shares of the input (default 3s); the load "
                              "itself is read from the high watermark's steps")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers still holding the run's records: the "
+                        "load is then counted from the records' own timestamps (a step lands in the second it "
+                        "came, not between two scrapes); needs --topic")
+    parser.add_argument("--topic", action="append", default=[],
+                        help="a topic the job read, with --bootstrap (repeat for several)")
     parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
 
 
 def run_fit(args: argparse.Namespace) -> None:
-    from autosizer.simulator.fit import fetch, fitted_run, write_trace
+    from autosizer.simulator.arrivals import read_arrivals
+    from autosizer.simulator.fit import ARRIVALS, fetch, fitted_run, write_trace
     from autosizer.simulator.workloads import _when
 
     def when(flag: str, text: str) -> float:
@@ -199,10 +205,16 @@ def run_fit(args: argparse.Namespace) -> None:
         raise ValueError(f"--end {args.end} must be after --start {args.start}")
     if not args.out.endswith(".toml"):
         raise ValueError(f"--out {args.out!r} must end in .toml (the load is written beside it as .csv)")
-    fitted = fitted_run(fetch(args.prometheus, start, end, args.selector, f"{int(window)}s"), start, end)
+    if bool(args.bootstrap) != bool(args.topic):
+        raise ValueError("--bootstrap and --topic go together: the broker and the topics whose records' "
+                         "times are the load (or drop both to count the load from the watermark)")
+    series = fetch(args.prometheus, start, end, args.selector, f"{int(window)}s")
+    if args.bootstrap:
+        series[ARRIVALS] = read_arrivals(args.bootstrap, args.topic, start, end)
+    fitted = fitted_run(series, start, end)
     path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
     job = fitted.job
     sys.stdout.write(f"{path}: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
                      f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s, restart "
                      f"{job.restart_downtime_s:.1f} s, service-time CV {job.process_cv:.2f}, "
-                     f"{fitted.load.seconds} s of load\n")
+                     f"{fitted.load.seconds} s of load from {fitted.load_source}\n")

@@ -60,6 +60,9 @@ FIT_QUERIES: dict[str, str] = {
 # A series no query returns: the records that arrived in each second, counted from their own
 # timestamps by a reader of the topic (the sim-vs-real benchmark's); the load, where present
 ARRIVALS = "arrivals"
+# how far the records counted by their times may stray from the watermark's rise over the run
+# before the fit takes them for stamps of something else (events' own times) and keeps the marks
+ARRIVALS_AGREE = 0.02
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +75,7 @@ class Fitted:
     lag_seconds: np.ndarray
     factor: np.ndarray
     processed: np.ndarray
+    load_source: str = ""  # where the load was counted from, and why there
 
 
 def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:
@@ -238,20 +242,33 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
     The load is the records' own arrivals where a reader of the topic counted them (`ARRIVALS`),
     else the watermark's steps as the probe read them, else (older runs) its rate."""
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
-    load = np.zeros(seconds.size)
-    if series.get(ARRIVALS):
-        load = _arrivals(series[ARRIVALS], start, seconds.size)
-    elif series.get("high_watermark"):
-        for _, points in _restamped(series["high_watermark"], series.get("high_watermark_time", ())):
-            marks = _resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True)
-            load += np.diff(marks)  # the records that arrived in [s, s + 1)
-    else:  # series saved before the watermark was fetched
-        for _, points in series.get("input_rate", ()):
-            load += _resample(points, start, seconds)
+    load, source = _load(series, start, seconds)
     return Fitted(fit_job(series, base), Workload("recorded", np.maximum(load, 0.0)),
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
                   np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
-                  _resample(_points(series.get("processed_rate", ())), start, seconds))
+                  _resample(_points(series.get("processed_rate", ())), start, seconds), source)
+
+
+def _load(series: Mapping[str, Series], start: float, seconds: np.ndarray) -> tuple[np.ndarray, str]:
+    """The records that arrived in each second [s, s + 1), and where they were counted from."""
+    marks = None
+    if series.get("high_watermark"):
+        marks = np.zeros(seconds.size)
+        for _, points in _restamped(series["high_watermark"], series.get("high_watermark_time", ())):
+            marks += np.diff(_resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True))
+    if series.get(ARRIVALS):
+        arrived = _arrivals(series[ARRIVALS], start, seconds.size)
+        if marks is None or abs(arrived.sum() - marks.sum()) <= max(ARRIVALS_AGREE * marks.sum(), 20):
+            return arrived, "the records' own times"
+        return marks, (f"the watermark's reads: the records' times count {arrived.sum():.0f} records in "
+                       f"the run where the watermark rose {marks.sum():.0f} (a producer that stamps its "
+                       f"events' own times?)")
+    if marks is not None:
+        return marks, "the watermark's reads"
+    load = np.zeros(seconds.size)  # series saved before the watermark was fetched
+    for _, points in series.get("input_rate", ()):
+        load += _resample(points, start, seconds)
+    return load, "the input rate over its window"
 
 
 def _arrivals(series: Series, start: float, size: int) -> np.ndarray:

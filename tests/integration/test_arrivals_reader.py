@@ -1,5 +1,6 @@
-"""The sim-vs-real benchmark's reader of a topic's record times against a real broker: each
-record counted once, in the second its producer stamped, and none from before the run."""
+"""The reader of a topic's record times (`autosizer fit --bootstrap`, the sim-vs-real benchmark)
+against a real broker: each record counted once, in the second its producer stamped, and none
+from before the run."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks.bench_sim_vs_real import read_arrivals
+from autosizer.simulator.arrivals import read_arrivals
 from tests.servers import Broker
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
     time.sleep(max(0.0, start + 2.2 - time.time()))
     late = produce(broker, 2, 20)
     end = time.time()
-    counted = read_arrivals(broker.bootstrap, "orders", start, end)
+    counted = read_arrivals(broker.bootstrap, ["orders"], start, end)
     assert sorted(labels["partition"] for labels, _ in counted) == ["0", "1"]
     per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
                   for s in range(int(end - start) + 1)]

@@ -143,14 +143,30 @@ def test_records_counted_by_their_own_times_are_the_load_over_the_watermarks_ste
     steps spread it over three seconds; counted from the records' own times it lands at 30."""
     series = run_series()
     label = {"topic": "orders", "partition": "0"}
-    marks = [(START + 29.74, 2974.0), (START + 31.15, 2974.0 + 26 + 1150.0)]
-    series["high_watermark"] = [(label, [(START, 0.0), *marks, (START + 59, 4150.0 + 28 * 1000.0)])]
+    marks = [(START + 29.74, 2974.0), (START + 31.15, 4150.0)]
+    series["high_watermark"] = [(label, [(START, 0.0), *marks, (START + 60, 33000.0)])]
     arrived = [(START + s, 100.0 if s < 30 else 1000.0) for s in range(60)]
     series[ARRIVALS] = [(label, arrived[:40]), ({**label, "partition": "1"}, arrived[40:])]
     load = fitted_run(series, START, START + 59).load.rate
     assert list(load[28:32]) == [100, 100, 1000, 1000]
     smeared = fitted_run({**series, ARRIVALS: []}, START, START + 59).load.rate
     assert 100 < smeared[29] < 1000 and 100 < smeared[30] < 1000, "the watermark's reads: smeared"
+
+
+def test_records_stamped_with_other_times_than_their_arrival_leave_the_load_to_the_watermark():
+    """A producer that stamps its events' own times (a backfill of yesterday's) puts most of the
+    run's records outside it: counted by those times the load would be a trickle, so the fit
+    keeps the watermark's steps and says why."""
+    series = run_series()
+    label = {"topic": "orders", "partition": "0"}
+    marks = np.cumsum([0] + [100] * 60)
+    series["high_watermark"] = [(label, [(START + i, float(m)) for i, m in enumerate(marks)])]
+    series[ARRIVALS] = [(label, [(START + s, 100.0 if s < 10 else 0.0) for s in range(60)])]
+    fitted = fitted_run(series, START, START + 59)
+    assert list(fitted.load.rate[20:23]) == [100, 100, 100]
+    assert fitted.load_source.startswith("the watermark's reads: the records' times count 1000 records")
+    series[ARRIVALS] = [(label, [(START + s, 101.0 if s < 59 else 100.0) for s in range(60)])]  # 1% off: agree
+    assert fitted_run(series, START, START + 59).load_source == "the records' own times"
 
 
 def test_each_watermark_counts_from_when_the_probe_read_it_not_when_it_was_scraped():

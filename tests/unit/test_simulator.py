@@ -412,6 +412,9 @@ def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "0s"], "--window must be whole seconds from 1s to 24h"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "1.5s"], "--window must be whole seconds"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "soon"], "--window 'soon' is not a duration"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--bootstrap", "127.0.0.1:1"],
+     "--bootstrap and --topic go together"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--topic", "orders"], "--bootstrap and --topic go together"),
 ])
 def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, message, capsys, tmp_path):
     """A time that did not parse was named without its flag, and `--window 0s` went to Prometheus

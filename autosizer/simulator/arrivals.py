@@ -1,0 +1,81 @@
+"""Arrivals: a topic's records counted by the second of their own timestamps, read back from the
+broker after a run, as the load `fit` replays (its `ARRIVALS` series).
+
+The pipeline's probe reads the high watermark about once a second and Prometheus keeps one reading
+a scrape, so the watermark's steps place a step in the input only between two reads: run 153's
+landed at 30.0 s between reads at 29.74 and 31.15 s, its fit spread it over three seconds, and the
+replay's batches after it came a second late. A record's timestamp says when it arrived to the
+millisecond, where the producer stamped it at send (the client's default) or the topic stamps it
+on append (`message.timestamp.type=LogAppendTime`). A producer that stamps its events' own times
+gives something else, which `fit` notices against the watermark and then does not use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import structlog
+
+from autosizer.simulator.fit import Series
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_EVERY_S = 10.0
+
+
+def read_arrivals(bootstrap: str, topics: Sequence[str], start: float, end: float,
+                  timeout_s: float = 10.0) -> Series:
+    """Each partition's records counted per second [start + s, start + s + 1) of their
+    timestamps, from the first offset stamped at `start` or later to the end of the log."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "autosizer-fit-arrivals",
+                         "enable.auto.commit": False, "log_level": 0})
+    counts: dict[tuple[str, int], np.ndarray] = {}
+    try:
+        wanted = []
+        for topic in topics:
+            found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                raise ValueError(f"topic {topic!r} is not on {bootstrap}: check --topic and --bootstrap")
+            wanted += [TopicPartition(topic, p, int(start * 1000)) for p in sorted(found.partitions)]
+        firsts = consumer.offsets_for_times(wanted, timeout_s)
+        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout_s)[1] for tp in wanted}
+        counts = {key: np.zeros(int(end - start) + 1) for key in ends}
+        unread = {(tp.topic, tp.partition): tp for tp in firsts if 0 <= tp.offset < ends[(tp.topic, tp.partition)]}
+        consumer.assign(list(unread.values()))
+        _count(consumer, counts, ends, set(unread), start, timeout_s,
+               log.bind(bootstrap=bootstrap, topics=list(topics),
+                        records=sum(ends[k] - tp.offset for k, tp in unread.items())))
+    except KafkaException as exc:
+        raise ValueError(f"reading the record times from {bootstrap} failed ({exc}); check --bootstrap") from None
+    finally:
+        consumer.close()
+    return [({"topic": topic, "partition": str(p)}, [(start + s, float(c)) for s, c in enumerate(row)])
+            for (topic, p), row in sorted(counts.items())]
+
+
+def _count(consumer, counts: dict, ends: dict, left: set, start: float, timeout_s: float, bound) -> None:
+    """Consume until every partition in `left` reaches its end, counting each record once in
+    the second its timestamp falls in."""
+    read, shown = 0, time.monotonic()
+    while left:
+        batch = consumer.consume(10_000, timeout_s)
+        if not batch:
+            raise ValueError(f"no record came in {timeout_s:g} s with {len(left)} partitions unread; "
+                             f"check the broker at --bootstrap")
+        for message in batch:
+            if message.error() is not None:
+                raise ValueError(f"reading the record times: {message.error()}")
+            key = (message.topic(), message.partition())
+            s = int(message.timestamp()[1] / 1000 - start)
+            if 0 <= s < counts[key].size:
+                counts[key][s] += 1
+            if message.offset() + 1 >= ends[key]:
+                left.discard(key)
+        read += len(batch)
+        if time.monotonic() - shown >= PROGRESS_EVERY_S:
+            bound.info("arrivals.progress", read=read)
+            shown = time.monotonic()
