@@ -23,12 +23,16 @@ from autosizer.simulator.fit import Series
 log = structlog.get_logger(__name__)
 
 PROGRESS_EVERY_S = 10.0
+# how long after the window a record stamped inside it may still be appended (producers' clocks
+# and batching): the read stops at the first record stamped this long past the window's end
+LATE_S = 10.0
 
 
 def read_arrivals(bootstrap: str, topics: Sequence[str], start: float, end: float,
-                  timeout_s: float = 10.0) -> Series:
+                  timeout_s: float = 10.0, late_s: float = LATE_S) -> Series:
     """Each partition's records counted per second [start + s, start + s + 1) of their
-    timestamps, from the first offset stamped at `start` or later to the end of the log."""
+    timestamps, from the first offset stamped at `start` or later to the first stamped `late_s`
+    past the window (or the end of the log): a fit run days later does not read the days since."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "autosizer-fit-arrivals",
@@ -42,7 +46,10 @@ def read_arrivals(bootstrap: str, topics: Sequence[str], start: float, end: floa
                 raise ValueError(f"topic {topic!r} is not on {bootstrap}: check --topic and --bootstrap")
             wanted += [TopicPartition(topic, p, int(start * 1000)) for p in sorted(found.partitions)]
         firsts = consumer.offsets_for_times(wanted, timeout_s)
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout_s)[1] for tp in wanted}
+        after = [TopicPartition(tp.topic, tp.partition, int((end + 1 + late_s) * 1000)) for tp in wanted]
+        ends = {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else
+                consumer.get_watermark_offsets(tp, timeout_s)[1]
+                for tp in consumer.offsets_for_times(after, timeout_s)}
         counts = {key: np.zeros(int(end - start) + 1) for key in ends}
         unread = {(tp.topic, tp.partition): tp for tp in firsts if 0 <= tp.offset < ends[(tp.topic, tp.partition)]}
         consumer.assign(list(unread.values()))
@@ -59,23 +66,34 @@ def read_arrivals(bootstrap: str, topics: Sequence[str], start: float, end: floa
 
 def _count(consumer, counts: dict, ends: dict, left: set, start: float, timeout_s: float, bound) -> None:
     """Consume until every partition in `left` reaches its end, counting each record once in
-    the second its timestamp falls in."""
-    read, shown = 0, time.monotonic()
+    the second its timestamp falls in. A consume call waits until its batch is full or its
+    timeout passes, so the calls are short and the stall is timed across them."""
+    from confluent_kafka import TopicPartition
+
+    read, shown, heard = 0, time.monotonic(), time.monotonic()
     while left:
-        batch = consumer.consume(10_000, timeout_s)
-        if not batch:
+        batch = consumer.consume(10_000, 0.2)
+        if batch:
+            heard = time.monotonic()
+        else:  # a log's last offsets can hold no record (compacted, or a transaction's marker)
+            left -= {(tp.topic, tp.partition) for tp in consumer.position(
+                [TopicPartition(t, p) for t, p in left]) if tp.offset >= ends[(tp.topic, tp.partition)]}
+        if left and not batch and time.monotonic() - heard > timeout_s:
             raise ValueError(f"no record came in {timeout_s:g} s with {len(left)} partitions unread; "
                              f"check the broker at --bootstrap")
         for message in batch:
             if message.error() is not None:
                 raise ValueError(f"reading the record times: {message.error()}")
             key = (message.topic(), message.partition())
+            if key not in left or message.offset() >= ends[key]:
+                continue  # past the window: fetched with the batch, not its load
+            read += 1
             s = int(message.timestamp()[1] / 1000 - start)
             if 0 <= s < counts[key].size:
                 counts[key][s] += 1
             if message.offset() + 1 >= ends[key]:
                 left.discard(key)
-        read += len(batch)
         if time.monotonic() - shown >= PROGRESS_EVERY_S:
             bound.info("arrivals.progress", read=read)
             shown = time.monotonic()
+    bound.info("arrivals.read", read=read)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import structlog
 
 from autosizer.simulator.arrivals import read_arrivals
 from tests.servers import Broker
@@ -30,7 +31,11 @@ def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
     time.sleep(max(0.0, start + 2.2 - time.time()))
     late = produce(broker, 2, 20)
     end = time.time()
-    counted = read_arrivals(broker.bootstrap, ["orders"], start, end)
+    time.sleep(1.3)
+    produce(broker, 2, 40)  # after the window's last second: neither counted nor read
+    with structlog.testing.capture_logs() as logs:
+        counted = read_arrivals(broker.bootstrap, ["orders"], start, end, late_s=0.0)
+    assert [e["read"] for e in logs if e["event"] == "arrivals.read"] == [50], "stops past the window"
     assert sorted(labels["partition"] for labels, _ in counted) == ["0", "1"]
     per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
                   for s in range(int(end - start) + 1)]
@@ -39,3 +44,20 @@ def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
         seconds = range(int(first - start), int(last - start) + 1)
         assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
     assert all(labels == {"topic": "orders", "partition": labels["partition"]} for labels, _ in counted)
+
+
+def test_a_log_ending_in_a_transactions_marker_is_read_to_its_end(broker: Broker):
+    """A transaction's commit marker takes the log's last offset and reaches no consumer: the
+    reader waited for it until its stall timeout and failed. It ends at the consumer's position."""
+    from confluent_kafka import Producer
+
+    broker.create_topic("orders", 1)
+    start = time.time()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "orders", "log_level": 0})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce("orders", b"%d" % i, partition=0)
+    producer.commit_transaction(10)
+    counted = read_arrivals(broker.bootstrap, ["orders"], start, time.time(), timeout_s=5.0)
+    assert sum(c for _, points in counted for _, c in points) == 5
