@@ -177,7 +177,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selector", default="", help='label matchers, e.g. job="orders"')
     parser.add_argument("--window", default="3s",
                         help="rate window for the partitions' shares of the input (default 3s); the load "
-                             "itself is read from the high watermark's steps")
+                             "itself is read from the high watermark's steps (or, with --bootstrap, from "
+                             "the records' own times)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers still holding the run's records: the "
                         "load is then counted from the records' own timestamps (a step lands in the second it "
                         "came, not between two scrapes); needs --topic")
