@@ -90,6 +90,8 @@ from examples.loadgen import factor_path  # noqa: E402
 LOAD_WINDOW = "3s"
 # how a saved run's pipeline read its backlog gauge; runs saved before session 48 lack the key
 ONE_MOMENT = "watermark and positions as the probe read them"
+# how a saved run's daemon read the input rate; runs saved before session 51 lack the key (rate())
+READ_TIMES = "the watermark's growth over the probe's read times a window apart"
 # the records counter itself, beside fit's queries: the capacity check counts whole batches; and
 # the backlog gauge, placed at its probe's read time like the watermark, beside the replay's
 QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
@@ -117,26 +119,30 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
                                     "series": series, "rescales": rescales, "decisions": ticks,
                                     "phase": phase, "history": finished.history,
-                                    "lag_gauge": ONE_MOMENT}))
+                                    "lag_gauge": ONE_MOMENT, "input_rate": READ_TIMES}))
         print(f"series saved to {save} (replay with --replay {save})")
     replay(series, start, end, finished.config_path, rescales, phase, finished.history)
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
            phase: tuple[float, float] | None = None, history: dict | None = None,
-           ticks: list[dict] | None = None, one_moment_gauge: bool = True) -> None:
+           ticks: list[dict] | None = None, one_moment_gauge: bool = True,
+           input_over_scrapes: bool = False) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
     at the run's own clock time. `ticks`: the real daemon's journaled decisions, to print the
     backlog each tick read beside the replay's. `one_moment_gauge`: False for a run whose
-    pipeline's backlog gauge subtracted the positions at the scrape (saved before session 48)."""
+    pipeline's backlog gauge subtracted the positions at the scrape (saved before session 48).
+    `input_over_scrapes`: True for a run whose daemon read the input with `rate()` (saved
+    before session 51)."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
     job = dataclasses.replace(fitted.job, verify_window_s=float(
         config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)),
-        lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series))
+        lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series),
+        input_over_scrapes=input_over_scrapes)
     print(f"\nfitted: {job.partitions} partitions, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + {job.batch_overhead_s:.2f} s fixed cost, restarts "
           f"{', '.join(f'{r:.2f}' for r in job.restarts_measured_s) or f'{job.restart_downtime_s:.2f}'} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
@@ -393,7 +399,7 @@ def main() -> None:
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
                saved.get("history"), saved.get("decisions") if args.ticks else None,
-               saved.get("lag_gauge") == ONE_MOMENT)
+               saved.get("lag_gauge") == ONE_MOMENT, saved.get("input_rate") != READ_TIMES)
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")

@@ -44,9 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="how old the metrics each decision reads are, in seconds: about half the "
                           "scrape interval plus 1 (default 0: as they happen)")
     job.add_argument("--scrape-interval", type=float, metavar="S",
-                     help="Prometheus' scrape interval: rate() averages the samples in the window, "
-                          "so a decision reads the input over the window less this (default: the "
-                          "trace's, else 0: the whole window)")
+                     help="Prometheus' scrape interval: a batch's cost reads half of it old; with "
+                          "--input-over-scrapes a decision reads the input over the window less this "
+                          "(default: the trace's, else 0)")
+    job.add_argument("--input-over-scrapes", action="store_true", default=None,
+                     help="the daemon reads the input with Prometheus' rate() (a query of its own, or "
+                          "before session 51): over the window less a scrape interval, not the whole "
+                          "window between the probe's reads")
     job.add_argument("--verify-window", type=float, metavar="S",
                      help="the actuator's lag check after a scale-down, in seconds: the daemon waits "
                           "it out and rolls back a layout that falls behind (default: the trace's, "
@@ -117,7 +121,7 @@ def _job_and_workload(args: argparse.Namespace) -> tuple[str, JobModel, workload
                          f"30 shipped; 0 leaves the check out), not {args.verify_window!r}")
     overrides = {"partitions": args.partitions, "cpu_fraction": args.cpu_fraction,
                  "metrics_age_s": args.metrics_age, "verify_window_s": args.verify_window,
-                 "scrape_interval_s": args.scrape_interval,
+                 "scrape_interval_s": args.scrape_interval, "input_over_scrapes": args.input_over_scrapes,
                  "cores": args.cores, "restart_downtime_s": args.downtime,
                  "start_factor": args.start_factor,
                  "process_seconds": args.process_ms / 1000 if args.process_ms is not None else None}

@@ -414,8 +414,9 @@ class _Model:
         self.origin = origin  # the clock time of the run's second 0, as the policy reads it
         self.tick = tick_s
         self.window = window_s
-        # the seconds Prometheus' rate() averages: the samples' span inside the window
-        self.span = max(1, window_s - int(round(job.scrape_interval_s)))
+        # the seconds a tick's input reading spans: the whole window between the probe's reads,
+        # or what Prometheus' rate() averages, the samples' span inside it
+        self.span = max(1, window_s - int(round(job.scrape_interval_s))) if job.input_over_scrapes else window_s
         self.rng = np.random.default_rng(seed)
         self.weights = job.weights
         self.hot = job.hot_shares
@@ -675,7 +676,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
         raise ValueError(f"the rate window must be >= 1 s, not {window_s!r}")
     if job.scrape_interval_s >= window:
         raise ValueError(f"scrape_interval_s {job.scrape_interval_s:g} must be less than the {window} s rate "
-                         f"window: rate() needs two samples in it (a longer window, or a shorter scrape)")
+                         f"window: the input's reading needs two samples a window apart (a longer window, or a "
+                         f"shorter scrape)")
     guards = guards or Guards()
     tick = int(tick_s)
     total = workload.seconds // tick * tick

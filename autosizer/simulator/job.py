@@ -84,11 +84,17 @@ class JobModel:
     # and lag, Prometheus scrapes them later, and the daemon's query gets the last scrape.
     # 0: read as it happens.
     metrics_age_s: float = 0.0
-    # Prometheus' scrape interval. `rate()` over the daemon's window averages the samples inside
-    # it, which span one interval less than the window, and scales that mean to the window's
-    # edges: a tick reads the input over window - interval (runs 83-88 read closest to the
-    # real ticks that way). 0: over the whole window (the trace suite's idealized reading).
+    # Prometheus' scrape interval. A gauge set at a commit (a batch's fixed cost) is half an
+    # interval old on the median. With `input_over_scrapes`, `rate()` over the daemon's window
+    # averages the samples inside it, which span one interval less than the window, and scales
+    # that mean to the window's edges: a tick reads the input over window - interval (runs 83-88
+    # read closest to the real ticks that way). 0: none of that (the trace suite's reading).
     scrape_interval_s: float = 0.0
+    # How the daemon reads the input rate. Since session 51: the watermark's growth between the
+    # probe's reads a window apart, over the time between them, the whole window (False). Before:
+    # Prometheus' `rate()`, over the window less `scrape_interval_s` (True: replays of runs saved
+    # then, and a daemon configured with a `rate()` query of its own).
+    input_over_scrapes: bool = False
     # For runs of pipelines before session 48 only: how long before the scrape the probe read the
     # high watermark that their backlog gauge (`lag_records`) subtracted the positions at the
     # scrape from, so the commits in between came off it (runs 87-91). Today's gauge subtracts the

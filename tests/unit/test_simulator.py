@@ -451,16 +451,17 @@ def test_simulate_command_reads_metrics_as_old_as_asked(capsys):
         assert "--metrics-age must be finite seconds >= 0" in capsys.readouterr().err
 
 
-def test_simulate_command_reads_the_window_less_a_scrape_interval(capsys):
-    """`--scrape-interval 5` with a 10 s window: the step's first tick reads the input over 5 s,
-    so `utilization`, which sizes on what one tick shows, sees the step sooner and fuller and
-    goes there in one rescale instead of two."""
+def test_simulate_command_reads_the_window_less_a_scrape_interval_with_rate(capsys):
+    """`--scrape-interval 5 --input-over-scrapes` with a 10 s window (a daemon reading the input
+    with rate()): the step's first tick reads the input over 5 s, so `utilization`, which sizes
+    on what one tick shows, sees the step sooner and fuller and goes there in one rescale instead
+    of two. Without the flag (the shipped query) the scrape interval leaves the input alone."""
     rows = {}
-    for scrape in ("0", "5"):
-        assert main(["simulate", "--trace", "step-up", "--scrape-interval", scrape, "--window", "10",
+    for flags in (("0",), ("5",), ("5", "--input-over-scrapes")):
+        assert main(["simulate", "--trace", "step-up", "--scrape-interval", *flags, "--window", "10",
                      "--tick", "5", "--policy", "utilization", "--json"]) == 0
-        rows[scrape] = json.loads(capsys.readouterr().out)[0]
-    assert (rows["0"]["rescales"], rows["5"]["rescales"]) == (2, 1)
+        rows[flags] = json.loads(capsys.readouterr().out)[0]["rescales"]
+    assert rows == {("0",): 2, ("5",): 2, ("5", "--input-over-scrapes"): 1}
     for bad in ("-1", "nan", "inf"):
         assert main(["simulate", "--trace", "step-up", "--scrape-interval", bad]) == 2
         assert "--scrape-interval must be finite seconds >= 0" in capsys.readouterr().err
@@ -710,23 +711,29 @@ def test_which_partitions_shares_were_known_at_the_start_is_one_boolean_a_partit
         JobModel(partitions=2, hot_shares_known_at_start=(1, 0))
 
 
-def test_a_tick_reads_the_input_over_the_span_of_the_windows_scrapes():
-    """Prometheus' rate() over a 10 s window of 1 s scrapes averages the 9 s its samples span
-    and scales that to the window: a step 5 s before the tick reads 5/9 of the way up, not 5/10
-    (runs 83-88: the real ticks' input read closest to the load this way, and run 86's
-    `utilization` replay took the real 1 -> 4 on the step's first tick where it had gone 1 -> 2)."""
-    seen: dict[int, list[float]] = {}
+def test_a_tick_reads_the_input_over_the_whole_window_or_with_rate_over_its_scrapes_span():
+    """Since session 51 the daemon reads the watermark's growth between the probe's reads a
+    window apart: the whole window, however often Prometheus scrapes. Before, Prometheus' rate()
+    over a 10 s window of 1 s scrapes averaged the 9 s its samples span and scaled that to the
+    window: a step 5 s before the tick read 5/9 of the way up, not 5/10 (runs 83-88: the real
+    ticks' input read closest to the load this way, and run 86's `utilization` replay took the
+    real 1 -> 4 on the step's first tick where it had gone 1 -> 2); replays of those runs
+    read so (`input_over_scrapes`)."""
+    seen: dict[tuple[float, bool], list[float]] = {}
 
     class Watch(Fixed):
         def decide(self, observation, state=None):
-            seen.setdefault(scrape, []).append(observation.input_rate)
+            seen.setdefault((scrape, over), []).append(observation.input_rate)
             return super().decide(observation, state)
 
     step = workloads.step(before=100, after=1000, at=30, seconds=60, noise=0)
     for scrape in (0.0, 1.0, 3.0):
-        simulate(step, JobModel(partitions=4, scrape_interval_s=scrape), Watch(1), tick_s=5, window_s=10)
-    at_35 = {scrape: rates[7] for scrape, rates in seen.items()}  # ticks at -5 (lead-in), 0, 5, ...
-    assert at_35 == pytest.approx({0.0: 550.0, 1.0: (4 * 100 + 5 * 1000) / 9, 3.0: (2 * 100 + 5 * 1000) / 7})
+        for over in (False, True):
+            job = JobModel(partitions=4, scrape_interval_s=scrape, input_over_scrapes=over)
+            simulate(step, job, Watch(1), tick_s=5, window_s=10)
+    at_35 = {key: rates[7] for key, rates in seen.items()}  # ticks at -5 (lead-in), 0, 5, ...
+    assert at_35 == pytest.approx({**{(scrape, False): 550.0 for scrape in (0.0, 1.0, 3.0)}, (0.0, True): 550.0,
+                                   (1.0, True): (4 * 100 + 5 * 1000) / 9, (3.0, True): (2 * 100 + 5 * 1000) / 7})
     with pytest.raises(ValueError, match="scrape_interval_s"):
         JobModel(scrape_interval_s=-1.0)
 
