@@ -49,4 +49,4 @@ def test_the_input_is_the_watermarks_growth_over_the_probes_read_times(tmp_path)
             astray += readings(scraped)
             time.sleep(0.5)
     assert len(exact) == 48 and max(abs(r / RATE - 1) for r in exact) < 0.005, exact
-    assert max(abs(r / RATE - 1) for r in astray) > 0.02, "rate() reads each reading at its scrape"
+    assert max(abs(r / RATE - 1) for r in astray) > 0.02, f"rate() reads each reading at its scrape: {astray}"
