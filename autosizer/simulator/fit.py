@@ -5,7 +5,7 @@ are read back from what the pipeline measured, not guessed: one task's saturated
 per record, framework cost included), the busiest bucket's share at every factor, each partition's
 share of the input, a batch's deadline and fixed cost, and what a restart cost. The load itself is
 the input rate the run saw. `fit_job` is pure (series in, `JobModel` out); `fetch` does the range
-queries; `write_trace` writes a trace (TOML and the load as CSV) that `autosizer simulate --trace`
+queries (and `arrivals.read_arrivals` counts the records' own times, where the topic still has them); `write_trace` writes a trace (TOML and the load as CSV) that `autosizer simulate --trace`
 replays.
 """
 
@@ -58,7 +58,8 @@ FIT_QUERIES: dict[str, str] = {
 
 
 # A series no query returns: the records that arrived in each second, counted from their own
-# timestamps by a reader of the topic (the sim-vs-real benchmark's); the load, where present
+# timestamps by a reader of the topic (`arrivals.read_arrivals`: `autosizer fit --bootstrap`,
+# the sim-vs-real benchmark); the load, where present
 ARRIVALS = "arrivals"
 # how far the records counted by their times may stray from the watermark's rise over the run
 # before the fit takes them for stamps of something else (events' own times) and keeps the marks
