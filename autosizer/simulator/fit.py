@@ -5,8 +5,8 @@ are read back from what the pipeline measured, not guessed: one task's saturated
 per record, framework cost included), the busiest bucket's share at every factor, each partition's
 share of the input, a batch's deadline and fixed cost, and what a restart cost. The load itself is
 the input rate the run saw. `fit_job` is pure (series in, `JobModel` out); `fetch` does the range
-queries (and `arrivals.read_arrivals` counts the records' own times, where the topic still has them); `write_trace` writes a trace (TOML and the load as CSV) that `autosizer simulate --trace`
-replays.
+queries (`arrivals.read_arrivals` counts the records' own times, where the topic still has them);
+`write_trace` writes a trace (TOML and the load as CSV) that `autosizer simulate --trace` replays.
 """
 
 from __future__ import annotations
