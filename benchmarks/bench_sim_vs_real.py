@@ -30,7 +30,8 @@ caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clo
 decision with the policy's details, and `--replay run.json --ticks` prints the backlog each tick
 read, the real daemon's beside the replay's (the real one is a moment of a batch's sawtooth); runs
 saved since session 48 keep the backlog gauge every second too, printed beside the replay's, and
-runs saved since session 49 the last batch's duration (the model's batch timing).
+runs saved since session 49 the last batch's duration (the model's batch timing). Every replay
+prints the input each tick read, real against the replay's (session 51).
 `--policy` runs another built-in policy on both sides
 (`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
@@ -121,13 +122,14 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
                                     "phase": phase, "history": finished.history,
                                     "lag_gauge": ONE_MOMENT, "input_rate": READ_TIMES}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path, rescales, phase, finished.history)
+    replay(series, start, end, finished.config_path, rescales, phase, finished.history,
+           decisions=[d for d in finished.decisions if d["time"] >= start])
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
            phase: tuple[float, float] | None = None, history: dict | None = None,
            ticks: list[dict] | None = None, one_moment_gauge: bool = True,
-           input_over_scrapes: bool = False) -> None:
+           input_over_scrapes: bool = False, decisions: list[dict] | None = None) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
@@ -135,7 +137,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     backlog each tick read beside the replay's. `one_moment_gauge`: False for a run whose
     pipeline's backlog gauge subtracted the positions at the scrape (saved before session 48).
     `input_over_scrapes`: True for a run whose daemon read the input with `rate()` (saved
-    before session 51)."""
+    before session 51). `decisions`: the real daemon's journal, to print the input each tick
+    read beside the replay's."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -157,6 +160,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     reading = _Reading(policy, origin)
     run = simulate(fitted.load, job, reading, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
                    window_s=int(config.prometheus.window_s), origin=origin, history=days)
+    if decisions:  # runs saved since session 18
+        _print_tick_inputs(decisions, start, reading.input, int(config.prometheus.window_s))
     if ticks:
         _print_tick_backlogs(ticks, start, reading.backlog)
     if series.get("lag_records"):  # runs saved since session 48
@@ -230,15 +235,31 @@ def _checked(down: bool) -> str:
 
 
 class _Reading:
-    """The policy, keeping the backlog (records) each simulated tick read, by second of the run."""
+    """The policy, keeping the backlog (records) and the input (records/s) each simulated tick
+    read, by second of the run."""
 
     def __init__(self, policy, origin: float):
-        self.policy, self.name, self.origin, self.backlog = policy, policy.name, origin, {}
+        self.policy, self.name, self.origin, self.backlog, self.input = policy, policy.name, origin, {}, {}
 
     def decide(self, observation: Observation, state=None):
-        self.backlog[round(observation.time - self.origin)] = (float(observation.partitions.lag_records.sum()),
-                                                               observation.factor)
+        second = round(observation.time - self.origin)
+        self.backlog[second] = (float(observation.partitions.lag_records.sum()), observation.factor)
+        self.input[second] = observation.input_rate
         return self.policy.decide(observation, state)
+
+
+def _print_tick_inputs(decisions: list[dict], start: float, simulated: dict[int, float], window_s: int) -> None:
+    """Each tick's input, real (as the daemon journaled it) against the replay's at the same
+    tick, past the first window (whose real reading holds time before the run) and where the
+    replay reads over 50/s: is the model's reading the daemon's query? (Runs 154-157, whose
+    daemons read `rate()`: 17-35% of ticks within 2%; 158-160, the probe's read times: 94-98%.)"""
+    real = {round(d["time"] - start): d["inputs"]["input_rate"] for d in decisions
+            if (d.get("inputs") or {}).get("input_rate") is not None}
+    pairs = np.array([(real[t], simulated[t]) for t in sorted(real) if t >= window_s and simulated.get(t, 0) > 50])
+    if pairs.size:
+        off = np.abs(pairs[:, 0] / pairs[:, 1] - 1)
+        print(f"input each tick read, real / replay ({len(pairs)} ticks): sd {np.std(pairs[:, 0] / pairs[:, 1]):.3f}, "
+              f"worst {off.max():.3f} off, {np.mean(off < 0.02):.0%} within 2%")
 
 
 def _print_tick_backlogs(ticks: list[dict], start: float, simulated: dict[int, tuple[float, int]]) -> None:
@@ -399,7 +420,7 @@ def main() -> None:
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
                saved.get("history"), saved.get("decisions") if args.ticks else None,
-               saved.get("lag_gauge") == ONE_MOMENT, saved.get("input_rate") != READ_TIMES)
+               saved.get("lag_gauge") == ONE_MOMENT, saved.get("input_rate") != READ_TIMES, saved.get("decisions"))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
