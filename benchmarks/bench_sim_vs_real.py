@@ -104,8 +104,9 @@ QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_to
 
 def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[float, float] | None = None) -> None:
     start, end = finished.started, finished.ended
-    # The load is read back from the high watermark's steps, second by second (fit.py); the
-    # 3 s window only serves the partitions' shares.
+    # The load is counted from the records' own times, read back from the topic (arrivals.py;
+    # fit.py checks them against the watermark's rise); the 3 s window only serves the
+    # partitions' shares.
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW, queries=QUERIES)
     if finished.bootstrap:  # the load from the records' own times (runs saved since session 51)
         series[ARRIVALS] = read_arrivals(finished.bootstrap, [finished.topic], start, end)
@@ -115,30 +116,29 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
                  "result": (d.get("actuation") or {}).get("result")}
                 for d in finished.decisions
                 if d["outcome"] in ("scale_up", "scale_down", "rolled_back") and d["time"] >= start]
+    ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
     if save is not None:
-        ticks = [d for d in finished.decisions if d["time"] >= start]  # every tick, with the policy's details
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
                                     "series": series, "rescales": rescales, "decisions": ticks,
                                     "phase": phase, "history": finished.history,
                                     "lag_gauge": ONE_MOMENT, "input_rate": READ_TIMES}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path, rescales, phase, finished.history,
-           decisions=[d for d in finished.decisions if d["time"] >= start])
+    replay(series, start, end, finished.config_path, rescales, phase, finished.history, decisions=ticks)
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
            phase: tuple[float, float] | None = None, history: dict | None = None,
-           ticks: list[dict] | None = None, one_moment_gauge: bool = True,
+           backlogs: bool = False, one_moment_gauge: bool = True,
            input_over_scrapes: bool = False, decisions: list[dict] | None = None) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
-    at the run's own clock time. `ticks`: the real daemon's journaled decisions, to print the
-    backlog each tick read beside the replay's. `one_moment_gauge`: False for a run whose
+    at the run's own clock time. `backlogs`: print the backlog each tick read, the real
+    daemon's beside the replay's. `one_moment_gauge`: False for a run whose
     pipeline's backlog gauge subtracted the positions at the scrape (saved before session 48).
     `input_over_scrapes`: True for a run whose daemon read the input with `rate()` (saved
-    before session 51). `decisions`: the real daemon's journal, to print the input each tick
-    read beside the replay's."""
+    before session 51). `decisions`: the real daemon's journaled ticks, whose input (and with
+    `backlogs` backlog) is printed beside the replay's."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -162,8 +162,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
                    window_s=int(config.prometheus.window_s), origin=origin, history=days)
     if decisions:  # runs saved since session 18
         _print_tick_inputs(decisions, start, reading.input, int(config.prometheus.window_s))
-    if ticks:
-        _print_tick_backlogs(ticks, start, reading.backlog)
+    if decisions and backlogs:
+        _print_tick_backlogs(decisions, start, reading.backlog)
     if series.get("lag_records"):  # runs saved since session 48
         _print_second_backlogs(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
     if series.get("batch_duration"):  # runs saved since session 49
@@ -419,8 +419,8 @@ def main() -> None:
         config = args.replay.with_suffix(".toml")
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
-               saved.get("history"), saved.get("decisions") if args.ticks else None,
-               saved.get("lag_gauge") == ONE_MOMENT, saved.get("input_rate") != READ_TIMES, saved.get("decisions"))
+               saved.get("history"), args.ticks, saved.get("lag_gauge") == ONE_MOMENT,
+               saved.get("input_rate") != READ_TIMES, saved.get("decisions"))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")
