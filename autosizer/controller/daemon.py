@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -17,7 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from autosizer.actuators.base import ActuatorContext
 from autosizer.actuators.journal import ActuationJournal
 from autosizer.actuators.registry import load_actuator
-from autosizer.clock import SYSTEM_CLOCK, Clock
+from autosizer.clock import SYSTEM_CLOCK, Clock, TickSchedule
 from autosizer.controller.backoff import BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.config import Config
@@ -91,10 +91,13 @@ class Daemon:
         if self.config.daemon.listen:
             self.server = serve(self.metrics, self.config.daemon.listen)
         self.tick.lease.start()
+        # The ticks are due on a grid the tick knows, so it stamps each with its due time.
+        first = self.tick.clock.time() + 0.01
+        self.tick.schedule = TickSchedule(first, self.config.daemon.interval_s)
+        due = datetime.fromtimestamp(first, UTC)
         self.scheduler.add_job(
             self._tick, "interval", seconds=self.config.daemon.interval_s, id="tick",
-            max_instances=1, coalesce=True, misfire_grace_time=None,
-            next_run_time=datetime.now().astimezone() + timedelta(milliseconds=10),
+            max_instances=1, coalesce=True, misfire_grace_time=None, start_date=due, next_run_time=due,
         )
         self.scheduler.start()
         log.info("daemon.started", job=self.config.job.name, config=self.config.source,

@@ -38,9 +38,11 @@ class Evaluation:
 
 class Evaluator:
     def evaluate(self, samples: Samples, layout: Layout, since_rescale_s: float = math.inf,
-                 restart_downtime_s: float | None = None) -> Evaluation:
+                 restart_downtime_s: float | None = None, at: float | None = None) -> Evaluation:
         """`restart_downtime_s`: the journal's last rescale's drain to first commit (None: none
-        recorded); see `_restart_downtime` for what the policy reads."""
+        recorded); see `_restart_downtime` for what the policy reads. `at`: the tick's time, which
+        the observation is stamped with (default: when the samples were collected); the metrics'
+        age is counted from the collection all the same."""
         problems, notes = list(samples.problems), []
         partitions = layout.partitions()
         index = {tp: i for i, tp in enumerate(partitions)}
@@ -85,7 +87,7 @@ class Evaluator:
             notes.append(stand_in)
         ceiling = _single(samples.series.get("cpu_ceiling", ()))
         observation = Observation(
-            time=samples.time, factor=layout.factor,
+            time=samples.time if at is None else at, factor=layout.factor,
             partitions=PartitionStats(tuple(partitions), columns["lag_records"], seconds,
                                       columns["input_rate"], processed),
             tasks=tasks, since_rescale_s=since_rescale_s,

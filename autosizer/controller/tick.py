@@ -17,7 +17,7 @@ import structlog
 
 from autosizer.actuators.base import Actuator, Outcome, Plan
 from autosizer.actuators.journal import ActuationJournal, JournalRefused, last_rescale
-from autosizer.clock import SYSTEM_CLOCK, Clock
+from autosizer.clock import SYSTEM_CLOCK, Clock, TickSchedule
 from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S, FAILED, Backoff, BackoffStore
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.evaluator import Evaluation, Evaluator
@@ -59,6 +59,7 @@ class Tick:
     backoff_max_s: float = BACKOFF_MAX_S
     expansions: ExpansionWatch | None = None  # None: partition counts are not watched
     clock: Clock = SYSTEM_CLOCK
+    schedule: TickSchedule | None = None  # the daemon's: ticks stamped with their due times
     policy_state: Any = None
     guard_state: GuardState = field(default_factory=GuardState)
     _reported_errors: tuple[str, ...] = ()
@@ -69,7 +70,9 @@ class Tick:
 
     def __call__(self) -> DecisionRecord | None:
         began = time.perf_counter()
-        self._wall = self.clock.time()  # decisions are stamped when the tick began, not when acting ended
+        # decisions are stamped when the tick began (when it was due), not when acting ended
+        now = self.clock.time()
+        self._wall = now if self.schedule is None else self.schedule.stamp(now)
         self._notes = ()
         if self.metrics is not None:
             self.metrics.running_since = time.monotonic()
@@ -126,7 +129,7 @@ class Tick:
         rescaled = last_rescale(self.store)
         since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
         downtime = None if rescaled is None else rescaled.downtime_s  # the evaluator picks what the policy reads
-        evaluation = self.evaluator.evaluate(samples, layout, since, downtime)
+        evaluation = self.evaluator.evaluate(samples, layout, since, downtime, at=self._wall)
         if self.metrics is not None and not evaluation.problems:
             self.metrics.metrics_age.set(evaluation.observation.age_s)
         decision = self._decide(evaluation, overrides, layout)

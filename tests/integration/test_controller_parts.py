@@ -133,6 +133,24 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
+def test_a_scheduled_tick_and_the_observation_its_policy_reads_are_stamped_with_its_due_time(redis_server, job,
+                                                                                            tmp_path):
+    from autosizer.clock import ManualClock, TickSchedule
+
+    with scraped_job(redis_server, job, tmp_path, rate=400) as (_, config, _, _):
+        clock = ManualClock(1_800_000_000.25)
+        tick = build_tick(config, clock=clock)
+        tick.schedule = TickSchedule(clock.now, 15.0)
+        clock.advance(0.0124)  # the scheduler fired a little late
+        first = tick()
+        clock.now = tick.schedule.start + 15.0121  # and a little less late the next time
+        second = tick()
+        assert (first.time, second.time) == (tick.schedule.start, tick.schedule.start + 15.0)
+        assert tick.policy_state.times[-2:] == (first.time, second.time)  # the trend's times too
+        clock.now = tick.schedule.start + 35.0  # a tick held up past its slack keeps its own time
+        assert tick().time == tick.schedule.start + 35.0
+
+
 def test_the_tick_reads_the_commit_latency_for_a_batchs_cost_until_the_pipeline_measures_it(redis_server, job,
                                                                                               tmp_path):
     """The pipeline measures a batch's fixed cost only from two saturated batches back to back,

@@ -141,6 +141,12 @@ def test_scales_up_within_3_ticks_holds_without_prometheus_then_scales_down(runn
     assert job.factor() < factor
     # the scale-down's lag check passed, and said with what figures
     assert "actuation.lag_check_passed" in (job.tmp / "daemon.log").read_text()
+    # Each tick is stamped with its due time: the ticks' gaps are whole intervals (2 s), to the
+    # bit, where the wall clock would give each a few milliseconds of its own (a tick held up
+    # past its slack, by an actuation or a busy machine, keeps its own time: most, not all).
+    times = sorted(d["time"] for d in job.decisions.last(200))
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert sum((gap / 2.0).is_integer() for gap in gaps) > len(gaps) / 2, gaps
     job.finish()
 
 
