@@ -66,10 +66,10 @@ class TickSchedule:
 
     A tick is stamped with its due time, not the millisecond it began, so that a timer measured
     from one tick to another (the guards' scale-down delay, the peak memory's slices, the trend
-    window) reads the whole intervals the simulator's ticks do. Stamped with the wall clock, a
-    tick 1 ms earlier in its interval than the one that started a 20 s delay read "wanted for
-    20s < 20s" and held a tick longer than the replay (run 163); which side a timer fell on was
-    the scheduler's jitter. The due times are exact: `start` is kept to 1/1024 s, so a
+    window) reads the whole intervals the simulator's ticks do. Stamped with the wall clock, the
+    tick 20 s after the one that started a 20 s delay, a few milliseconds sooner into its own,
+    read "wanted for 20s < 20s" and held a tick longer than the replay (run 163); which side a
+    timer fell on was the scheduler's jitter. The due times are exact: `start` is kept to 1/1024 s, so a
     whole-second interval added to it leaves no rounding in their differences."""
 
     start: float

@@ -36,8 +36,9 @@ def test_a_tick_that_began_late_keeps_the_time_it_ran():
 
 
 def test_a_scale_down_waits_its_delay_to_the_tick_whatever_the_ticks_jitter():
-    """Run 163: the tick that started the 20 s delay began 1 ms later in its interval than the
-    one 20 s on, which read "wanted for 20s < 20s" and held a tick longer than the replay."""
+    """Run 163: the tick 20 s after the one that started the delay collected its metrics a few
+    milliseconds sooner into its own, read "wanted for 20s < 20s" and held a tick longer than the
+    replay."""
     guards, start = Guards(cooldown_s=0, scale_down_delay_s=20), 1_795_906_948.0
     began = [start + 5 * k + late for k, late in enumerate((0.0124, 0.0121, 0.0119, 0.0122, 0.0114))]
 
