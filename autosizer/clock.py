@@ -69,8 +69,8 @@ class TickSchedule:
     window) reads the whole intervals the simulator's ticks do. Stamped with the wall clock, the
     tick 20 s after the one that started a 20 s delay, a few milliseconds sooner into its own,
     read "wanted for 20s < 20s" and held a tick longer than the replay (run 163); which side a
-    timer fell on was the scheduler's jitter. The due times are exact: `start` is kept to 1/1024 s, so a
-    whole-second interval added to it leaves no rounding in their differences."""
+    timer fell on was the scheduler's jitter. The due times are exact: `start` is kept to
+    1/1024 s, so a whole-second interval added to it leaves no rounding in their differences."""
 
     start: float
     interval_s: float
