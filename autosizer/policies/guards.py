@@ -16,6 +16,7 @@ KEDA's and Flink's rules, do not (lag-threshold scales down eagerly and would fl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from autosizer.elasticity import validate_factor
@@ -79,14 +80,14 @@ class Guards:
             undo = wish.undo_scale_down and state.scaled_down_to == current
             cooldown = 0.0 if undo else min(cooldown, self.overload_cooldown_s)
         if observation.since_rescale_s < cooldown:
-            return Decision(current, f"hold: cooldown, {observation.since_rescale_s:.0f}s since the "
-                                     f"last rescale < {cooldown:.0f}s", details), state
+            return Decision(current, f"hold: cooldown, {_short_of(observation.since_rescale_s)}s since the "
+                                     f"last rescale < {_limit(cooldown)}s", details), state
         if target < current:
             since = state.scale_down_since if state.scale_down_since is not None else observation.time
             waited = observation.time - since
             if waited < self.scale_down_delay_s:
-                return (Decision(current, f"hold: scale-down to {target} wanted for {waited:.0f}s "
-                                          f"< {self.scale_down_delay_s:.0f}s", details),
+                return (Decision(current, f"hold: scale-down to {target} wanted for {_short_of(waited)}s "
+                                          f"< {_limit(self.scale_down_delay_s)}s", details),
                         replace(state, scale_down_since=since))
         reason = wish.reason
         if undo and observation.since_rescale_s < min(self.cooldown_s, self.overload_cooldown_s):
@@ -100,3 +101,14 @@ def _overloaded(observation: Observation) -> bool:
     """The input exceeds what the current factor was measured to take (unknown: not overloaded)."""
     rate = observation.task_rate
     return rate is not None and observation.input_rate >= observation.capacity(observation.factor, rate) > 0
+
+
+def _short_of(seconds: float) -> int:
+    """Whole seconds a hold has waited, rounded down: 299.7 s of a 300 s cooldown read "300s <
+    300s" rounded, a reason that contradicts itself."""
+    return math.floor(seconds)
+
+
+def _limit(seconds: float) -> str:
+    """A configured wait as it was set: whole seconds, else to a tenth (20.4 s is not "20s")."""
+    return f"{seconds:.0f}" if float(seconds).is_integer() else f"{seconds:.1f}"

@@ -206,6 +206,17 @@ def test_cooldown_and_lazy_scale_down():
     assert down.factor == 8
 
 
+def test_a_holds_reason_never_reads_its_wait_as_already_done():
+    """Rounded, 299.7 s of a 300 s cooldown read "300s < 300s" (run 163's daemon read "wanted for
+    20s < 20s"): the time waited is rounded down and the limit shown as it was set."""
+    cooldown = Guards(cooldown_s=300).apply(observe(factor=2, since_rescale_s=299.7), Decision(8, "more"))[0]
+    assert "299s since the last rescale < 300s" in cooldown.reason
+    guards, state = Guards(cooldown_s=0, scale_down_delay_s=20.4), None
+    for t in (0.0, 19.9996):
+        down, state = guards.apply(observe(factor=8, time=t), Decision(1, "less"), state)
+    assert down.factor == 8 and down.reason == "hold: scale-down to 1 wanted for 19s < 20.4s"
+
+
 def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_ceiling():
     policy = load_policy("autosizer")
     # At F=4 the job does 6,400/s under a backlog (22 s behind). After the move to 8 each task
