@@ -92,9 +92,8 @@ class Daemon:
             self.server = serve(self.metrics, self.config.daemon.listen)
         self.tick.lease.start()
         # The ticks are due on a grid the tick knows, so it stamps each with its due time.
-        first = self.tick.clock.time() + 0.01
-        self.tick.schedule = TickSchedule(first, self.config.daemon.interval_s)
-        due = datetime.fromtimestamp(first, UTC)
+        self.tick.schedule = TickSchedule(self.tick.clock.time() + 0.01, self.config.daemon.interval_s)
+        due = datetime.fromtimestamp(self.tick.schedule.start, UTC)  # the scheduler's grid is the stamps
         self.scheduler.add_job(
             self._tick, "interval", seconds=self.config.daemon.interval_s, id="tick",
             max_instances=1, coalesce=True, misfire_grace_time=None, start_date=due, next_run_time=due,

@@ -80,13 +80,15 @@ class Guards:
             undo = wish.undo_scale_down and state.scaled_down_to == current
             cooldown = 0.0 if undo else min(cooldown, self.overload_cooldown_s)
         if observation.since_rescale_s < cooldown:
-            return Decision(current, f"hold: cooldown, {_short_of(observation.since_rescale_s)}s since the "
+            # the time waited rounded down, the limit as set: rounded, 299.7 s of a 300 s cooldown
+            # read "300s < 300s", a reason that contradicts itself
+            return Decision(current, f"hold: cooldown, {math.floor(observation.since_rescale_s)}s since the "
                                      f"last rescale < {_limit(cooldown)}s", details), state
         if target < current:
             since = state.scale_down_since if state.scale_down_since is not None else observation.time
             waited = observation.time - since
             if waited < self.scale_down_delay_s:
-                return (Decision(current, f"hold: scale-down to {target} wanted for {_short_of(waited)}s "
+                return (Decision(current, f"hold: scale-down to {target} wanted for {math.floor(waited)}s "
                                           f"< {_limit(self.scale_down_delay_s)}s", details),
                         replace(state, scale_down_since=since))
         reason = wish.reason
@@ -101,12 +103,6 @@ def _overloaded(observation: Observation) -> bool:
     """The input exceeds what the current factor was measured to take (unknown: not overloaded)."""
     rate = observation.task_rate
     return rate is not None and observation.input_rate >= observation.capacity(observation.factor, rate) > 0
-
-
-def _short_of(seconds: float) -> int:
-    """Whole seconds a hold has waited, rounded down: 299.7 s of a 300 s cooldown read "300s <
-    300s" rounded, a reason that contradicts itself."""
-    return math.floor(seconds)
 
 
 def _limit(seconds: float) -> str:
