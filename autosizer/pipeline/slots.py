@@ -198,16 +198,23 @@ class _Lane:
         """The lane's first unprocessed record (only while it has one)."""
         return self.item.offsets[self.begin + self.done]
 
+    @property
+    def next_rank(self) -> int:
+        """That record's place among its partition's records in this batch, in offset order."""
+        return self.item.ranks[self.begin + self.done]
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class _Work:
-    """One partition's accepted records for one task, grouped by lane, each lane in offset order."""
+    """One partition's accepted records for one task, grouped by lane, each lane in offset order;
+    `ranks` are the records' places among all of the partition's records read in the batch."""
 
     def __init__(self, stats: TaskProgress, records: pa.Table, offsets: np.ndarray, hashes: np.ndarray,
-                 lanes: np.ndarray, modulus: int, owned_residues: range):
+                 ranks: np.ndarray, lanes: np.ndarray, modulus: int, owned_residues: range):
         self.stats, self.records, self.offsets, self.hashes = stats, records, offsets, hashes
+        self.ranks = ranks.tolist()  # Python ints: compared on every turn in the pool's heap
         self.modulus, self.owned_residues = modulus, owned_residues
         starts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1]]) if len(lanes) else np.array([], int)
         bounds = [*starts.tolist(), len(lanes)]
@@ -312,13 +319,18 @@ def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn,
 
 
 class _LanePool:
-    """Threads that take the ready lane with the oldest record, give it one turn (`QUANTUM_NS` of
-    work, at most CHUNK_ROWS records), and put it back: a lane is never on two threads at once,
-    and lanes of every task advance together, so a deadline cuts them close to one another."""
+    """Threads that take the ready lane furthest behind in its partition, give it one turn
+    (`QUANTUM_NS` of work, at most CHUNK_ROWS records), and put it back: a lane is never on two
+    threads at once, and lanes of every task advance together, so a deadline cuts them close to
+    one another. Behind is counted in records of this batch (`_Lane.next_rank`), not in offsets:
+    two partitions' offsets say nothing of each other (a topic's partitions drift millions apart,
+    a Kinesis shard's sequence numbers live in their own range), and a slot that compared them
+    gave every thread to the lower partition until it ran dry, the other one's tasks cut at a
+    third of their records (run on the emulator, session 53)."""
 
     def __init__(self, lanes: list[_Lane], process: ProcessFn, deadline: Deadline):
         self.process, self.deadline = process, deadline
-        self.ready = [(lane.next_offset, i, lane) for i, lane in enumerate(lanes) if lane.left]
+        self.ready = [(lane.next_rank, i, lane) for i, lane in enumerate(lanes) if lane.left]
         heapq.heapify(self.ready)
         self.order = len(lanes)  # tie-breaker for lanes put back
         self.running = 0
@@ -357,7 +369,7 @@ class _LanePool:
             self.running -= 1
             if lane.left and not cut:
                 self.order += 1
-                heapq.heappush(self.ready, (lane.next_offset, self.order, lane))
+                heapq.heappush(self.ready, (lane.next_rank, self.order, lane))
                 self.cond.notify()
             elif not self.running:
                 self.cond.notify_all()  # nothing left to run: the waiting threads may end
@@ -437,6 +449,7 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
         small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True)) if len(offsets) < MIN_SHARE_READ else ()
         lanes_of = (hashes & np.uint64(modulus - 1)).astype(np.int64)
         end = int(offsets[-1]) + 1
+        ranks = np.arange(len(offsets))
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
             stats = TaskProgress(task.name, topic, partition, end, owned=int(owned[task.bucket]),
@@ -448,7 +461,7 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                 chosen = records.filter(pa.array(mask)).select(["key", "value", "offset", "timestamp"])
                 work.setdefault(task.name, []).append(_Work(
                     stats, chosen.take(pa.array(order)), offsets[mask][order], hashes[mask][order],
-                    lanes[order], modulus,
+                    ranks[mask][order], lanes[order], modulus,
                     range(task.bucket, modulus, task.factor)))
     return work, progress
 

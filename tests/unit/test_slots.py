@@ -237,6 +237,47 @@ def test_a_task_reading_two_partitions_takes_turns_so_neither_starves():
         assert 0 < p.next_offset <= p.records  # every record below the position was done
 
 
+class SlotBudget:
+    """A deadline for the whole slot, counted in records: what a wall deadline is to threads that
+    share the slot's lanes, without the clock."""
+
+    def __init__(self, records: int):
+        self.records, self.done, self.lock = records, 0, threading.Lock()
+
+    def count(self, _record) -> None:
+        time.sleep(0.001)  # a turn then holds about 20 records, so the slot's lanes take turns
+        with self.lock:
+            self.done += 1
+
+    def expired(self, task: str, done: int) -> bool:
+        return self.done >= self.records
+
+
+@pytest.mark.parametrize("source", ["kafka", "kinesis"])
+def test_partitions_far_apart_in_offsets_share_the_slots_threads(source):
+    """Two partitions in one slot, one a million offsets past the other (a real topic's
+    partitions drift apart; a Kinesis shard's sequence numbers have their own range): cut by one
+    deadline, each has done about half of the slot's records. Ordered by offset, the lower one
+    took every thread and the other none."""
+    from autosizer.pipeline.kinesis_source import ARROW_SCHEMA as KINESIS_SCHEMA
+
+    layout = Layout(topics={"orders": 2}, factor=1)
+    start = {0: 10**6, 1: 0} if source == "kafka" else {0: 49_600 * 10**51, 1: 49_590 * 10**51}
+    rows = [(b"key-%d" % i, b"x", "orders", p, start[p] + i * (1 if source == "kafka" else 10**20))
+            for p in (0, 1) for i in range(400)]
+    if source == "kafka":
+        table = records_table(rows)
+    else:
+        table = pa.Table.from_pylist(
+            [dict(zip(("key", "value", "topic", "partition"), r[:4], strict=True))
+             | {"offset": str(r[4]), "timestamp": None} for r in rows], schema=KINESIS_SCHEMA)
+    budget = SlotBudget(200)
+    result = run_slot(table, Checkpoints.initial(layout), budget.count, budget)
+    done = {p.partition: p.records for p in result.progress}
+    assert sum(done.values()) >= 200
+    assert 60 <= done[0] <= 140 and 60 <= done[1] <= 140, done
+
+
 def test_busy_time_measures_the_saturated_rate():
     layout = Layout(topics={"orders": 1}, factor=1)
     rows = [(b"k", b"x", "orders", 0, o) for o in range(20)]
