@@ -1,6 +1,8 @@
-"""Kinesis: the source's throughput with bucketing, and the re-shard pause, on the emulator.
+"""Kinesis: the source's throughput with bucketing, the re-shard pause, and throughput against
+the factor, on the emulator.
 
-Run: .venv/bin/python benchmarks/bench_kinesis.py [--records 40000] [--splits 3]
+Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [--records 40000]
+[--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15] (no part named: all three)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -12,11 +14,20 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
 2. Re-shard pause: a producer writes 200 records/s throughout; each split's pause is the time from
    the SplitShard call to the first committed record of a child shard (the parent must be closed,
    found finished, and the children adopted first).
+3. Throughput against the factor: `bench_pipeline.py factor`'s table on a Kinesis stream (the
+   same measuring loop, columns and goals), 10 ms of sleep a record, many keys and few. Kinesis
+   routes a key by the MD5 of its partition key, so shards hold uneven shares of few keys; the
+   lane bound counts the keys where the emulator put them. It checks the capacity the pipeline
+   exports (what the daemon sizes with) on a Kinesis source, not only on Kafka's. Up to F = 8,
+   15 s of backlog (Kafka's table: F = 16, 30 s): the emulator takes a stream's writes slower the
+   longer it is, about with the square of its length (11,856 records in 9 s, 23,713 in 31 s,
+   47,427 in 179 s), so F = 16's 30 s, 190,000 records, would take most of an hour to write.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import sys
@@ -32,6 +43,8 @@ for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", 
                       ("AWS_DEFAULT_REGION", "us-east-1")):
     os.environ.setdefault(_name, _value)  # the emulator's; before Spark starts its workers
 
+from bench_pipeline import FEW_KEYS, drain, factor_table  # noqa: E402
+
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
@@ -44,6 +57,14 @@ KEYS = 100_000
 
 
 def trivial(record):
+    return record.value
+
+
+def sleep_10ms(record):
+    """`bench_pipeline`'s work a record, defined here: Spark's workers load a function of the
+    script it runs by value, and one imported from another script by its module's name, which
+    they cannot import."""
+    time.sleep(0.010)
     return record.value
 
 
@@ -65,13 +86,33 @@ class Run:
                                 kinesis_endpoint=self.kinesis.endpoint)
         return store, PipelineAgent(self.spark, config, fn, FileSink(self.workdir / job))
 
-    def backlog(self, records: int) -> str:
+    def backlog(self, records: int, keys: int = KEYS) -> str:
+        """A fresh stream holding `records` records, key `i % keys` (`b"key-k"`) with a 100-byte
+        value each; a key whose shard is not the one `shard_of` gives stops the run."""
         stream = f"s{uuid.uuid4().hex[:8]}"
         self.kinesis.create_stream(stream, SHARDS)
         began = time.perf_counter()
-        self.kinesis.produce(stream, [(b"customer-%d" % (i % KEYS), b"x" * 100) for i in range(records)])
+        placed = self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(records)])
         print(f"  produced {records:,} records in {time.perf_counter() - began:.1f} s", flush=True)
+        ids = sorted(set(placed))
+        expected = shard_of(min(keys, records))
+        if any(ids.index(placed[i]) != expected[i] for i in range(len(expected))):
+            raise SystemExit("the emulator routed a key to another shard than its MD5 range: fix shard_of")
         return stream
+
+    def factor_run(self, factor: int, records: int, keys: int):
+        """The pipeline at `PipelineConfig`'s defaults draining a fresh backlog at `factor`."""
+        from autosizer.pipeline.agent import PipelineConfig
+
+        stream = self.backlog(records, keys)
+        job = f"bench-{uuid.uuid4().hex[:6]}"
+        config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap="", source="kinesis",
+                                kinesis_endpoint=self.kinesis.endpoint)
+        try:
+            return drain(self.spark, config, Layout(topics={stream: SHARDS}, factor=factor, source="kinesis"),
+                         sleep_10ms, FileSink(self.workdir / job), records)
+        finally:  # the emulator keeps every record in memory, and takes writes slower the more it holds
+            self.kinesis.client().delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
 
     def emulator_read_rate(self, stream: str) -> float:
         reader = ShardReader(kinesis_client(self.kinesis.endpoint), stream)
@@ -148,29 +189,52 @@ class Run:
         return pauses
 
 
+def shard_of(keys: int) -> list[int]:
+    """The shard Kinesis routes `b"key-k"` to, for k below `keys`: the MD5 of the partition key
+    read as a 128-bit number, in the even hash-key ranges of a new stream's shards (checked
+    against the emulator's answer in `Run.backlog`)."""
+    return [int.from_bytes(hashlib.md5(b"key-%d" % k).digest(), "big") * SHARDS >> 128 for k in range(keys)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
+    parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
+                        help="key mixes for `factor`: distinct keys over the 4 shards")
+    parser.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--seconds", type=float, default=15.0,
+                        help="`factor`'s backlog per run, in seconds at the factor's ordered bound")
     args = parser.parse_args()
     configure_logging(level="warning")
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-bench-"))
     with EmbeddedKinesis() as kinesis, EmbeddedRedis(workdir / "redis") as redis_server:
         run = Run(spark, kinesis, redis_server, workdir)
-        print(f"## source + bucketing: {args.records:,} records, {SHARDS} shards, F = 8, default settings")
-        stream = run.backlog(args.records)
-        raw = run.emulator_read_rate(stream)
-        rate = run.pipeline_rate(stream, args.records)
-        print(f"emulator read (one client, driver): {raw:9,.0f} records/s")
-        print(f"pipeline (source, buckets, sink):   {rate:9,.0f} records/s  = {rate / raw:.0%} of the emulator's read rate")
-        print(f"\n## re-shard pause: {args.splits} splits under a live producer (200 records/s), F = 2")
-        pauses = run.reshard_pauses(args.splits)
-        print(f"median {statistics.median(pauses):.2f} s ({', '.join(f'{p:.2f}' for p in pauses)})")
+        if "throughput" in args.which:
+            print(f"## source + bucketing: {args.records:,} records, {SHARDS} shards, F = 8, default settings")
+            stream = run.backlog(args.records)
+            raw = run.emulator_read_rate(stream)
+            rate = run.pipeline_rate(stream, args.records)
+            print(f"emulator read (one client, driver): {raw:9,.0f} records/s")
+            print(f"pipeline (source, buckets, sink):   {rate:9,.0f} records/s  = {rate / raw:.0%} of the "
+                  "emulator's read rate")
+        if "reshard" in args.which:
+            print(f"\n## re-shard pause: {args.splits} splits under a live producer (200 records/s), F = 2")
+            pauses = run.reshard_pauses(args.splits)
+            print(f"median {statistics.median(pauses):.2f} s ({', '.join(f'{p:.2f}' for p in pauses)})")
+        if "factor" in args.which:
+            for keys in args.keys:
+                print(f"\n## throughput vs factor: sleep 10 ms per record, {SHARDS} shards, {keys:,} keys, "
+                      "default settings", flush=True)
+                factor_table(lambda factor, records, keys=keys: run.factor_run(factor, records, keys),
+                             keys, args.factors, args.seconds, partition_of=shard_of(keys))
     spark.stop()
 
 

@@ -36,6 +36,10 @@ from autosizer.pipeline.sinks import FileSink, KafkaSink  # noqa: E402
 PARTITIONS = 4
 KEYS = 100_000
 FEW_KEYS = 200
+# `factor`'s topic: two partitions this many offsets past the other two, as a topic's partitions
+# drift apart (more than a batch's span at any factor measured: 6,300 records at F = 16)
+HISTORY = 100_000
+HISTORY_PARTITIONS = (0, 1)
 
 
 def sleep_10ms(record):
@@ -67,50 +71,32 @@ class Bench:
     def __init__(self, spark, broker: EmbeddedBroker, redis_server: EmbeddedRedis, workdir: Path):
         self.spark, self.broker, self.redis, self.workdir = spark, broker, redis_server, workdir
 
-    def topic(self, records: int, keys: int = KEYS) -> str:
-        """A fresh 4-partition topic holding `records` keyed records."""
+    def topic(self, records: int, keys: int = KEYS, history: int = 0) -> str:
+        """A fresh 4-partition topic holding `records` keyed records, after `history` records
+        already read on partitions 0 and 1 (`HISTORY_PARTITIONS`)."""
         name = f"t{uuid.uuid4().hex[:8]}"
         self.broker.create_topic(name, PARTITIONS)
+        if history:
+            self.broker.produce(name, ((p, b"old-%d" % i, b"") for p in HISTORY_PARTITIONS for i in range(history)))
         produce_backlog(self.broker, name, records, keys)
         return name
 
-    def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS, sink: str = "file") -> Run:
+    def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS, sink: str = "file",
+                     history: int = 0) -> Run:
         """Drain a backlog with the pipeline at its default settings, into Parquet files or, with
-        `sink="kafka"`, a 4-partition topic (both exactly once)."""
-        from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
+        `sink="kafka"`, a 4-partition topic (both exactly once). With `history`, the job starts
+        where a job before it left partitions 0 and 1, that many offsets past the others, as the
+        partitions of a topic that has run a while are."""
+        from autosizer.elasticity import Checkpoints
+        from autosizer.pipeline.agent import PipelineConfig
 
-        topic = self.topic(records, keys)
+        topic = self.topic(records, keys, history)
         job = f"bench-{uuid.uuid4().hex[:6]}"
-        store = MetadataStore(self.redis.url, job)
+        config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap)
         layout = Layout(topics={topic: PARTITIONS}, factor=factor)
-        store.init_layout(layout)
-        commits: list[tuple[float, int]] = []
-        shown: list[float] = []  # the capacity the pipeline exported after each batch
-
-        def on_batch(agent, progress) -> None:
-            commits.append((time.perf_counter(), sum(p.records for p in progress)))
-            shown.append(job_capacity(agent.admission, layout))
-
-        agent = PipelineAgent(
-            self.spark,
-            PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap),
-            process, self._sink(sink, job), on_batch=on_batch,
-        )
-        stop = threading.Event()
-        runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
-        runner.start()
-        while sum(n for _, n in commits) < records:
-            time.sleep(0.05)
-        stop.set()
-        runner.join(60)
-        agent.close()
-        capacity = job_capacity(agent.admission, layout)
-        durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
-        cpu_s = sum(agent.metrics.cpu_ns.values()) / 1e9
-        return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
-                   cpu_s / max(1, sum(agent.metrics.records_in.values())),
-                   self.spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),
-                   statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0)
+        start = Checkpoints.from_partition_offsets(
+            layout, {(topic, p): history if p in HISTORY_PARTITIONS else 0 for p in range(PARTITIONS)})
+        return drain(self.spark, config, layout, process, self._sink(sink, job), records, start)
 
     def _sink(self, kind: str, job: str) -> FileSink | KafkaSink:
         if kind == "file":
@@ -277,6 +263,41 @@ class Bench:
         return downtimes
 
 
+def drain(spark, config, layout: Layout, process, sink, records: int, start=None) -> Run:
+    """Drain `records` already in the source under `layout` from the checkpoints `start` (default:
+    the source's start), timing each commit and keeping the capacity the pipeline showed after
+    it: one measuring loop for every source, so a Kafka and a Kinesis figure mean the same thing."""
+    from autosizer.pipeline.agent import PipelineAgent
+
+    MetadataStore(config.redis_url, config.job).init_layout(layout, start)
+    commits: list[tuple[float, int]] = []
+    shown: list[float] = []  # the capacity the pipeline exported after each batch
+
+    def on_batch(agent, progress) -> None:
+        commits.append((time.perf_counter(), sum(p.records for p in progress)))
+        shown.append(job_capacity(agent.admission, layout))
+
+    agent = PipelineAgent(spark, config, process, sink, on_batch=on_batch)
+    stop = threading.Event()
+    runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    runner.start()
+    while sum(n for _, n in commits) < records:
+        if not runner.is_alive():  # the agent failed; its traceback is on stderr
+            agent.close()
+            raise SystemExit(f"the pipeline stopped after {sum(n for _, n in commits):,} of {records:,} records")
+        time.sleep(0.05)
+    stop.set()
+    runner.join(60)
+    agent.close()
+    capacity = job_capacity(agent.admission, layout)
+    durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
+    cpu_s = sum(agent.metrics.cpu_ns.values()) / 1e9
+    return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
+               cpu_s / max(1, sum(agent.metrics.records_in.values())),
+               spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),
+               statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0)
+
+
 def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
     """`records` keyed records, key `i` in partition `i % 4`, every key equally often (batched)."""
     from confluent_kafka import Producer
@@ -308,11 +329,12 @@ class Run:
         return self.duty * self.cores / self.cpu_per_record
 
 
-def ordered_bound(factor: int, keys: int, per_task: float) -> float:
+def ordered_bound(factor: int, keys: int, per_task: float, partition_of=None) -> float:
     """The most a key-ordered pipeline with `factor` threads per partition that share its key
     lanes can do over this backlog (every key has the same number of records): per partition the
     busiest thread, an even share or its busiest lane, sets the drain time (`busiest_workers`,
-    the rule the pipeline exports as hot_share)."""
+    the rule the pipeline exports as hot_share). Key `k` (`b"key-k"`) is in partition
+    `partition_of[k]`, by default `k % 4` as `produce_backlog` writes it."""
     import numpy as np
 
     from autosizer.elasticity import FACTORS, MAX_FACTOR, key_hashes
@@ -320,9 +342,10 @@ def ordered_bound(factor: int, keys: int, per_task: float) -> float:
 
     names = [b"key-%d" % k for k in range(keys)]
     residues = (key_hashes(names, np.zeros(keys, dtype=np.int64)) & np.uint64(MAX_FACTOR - 1)).astype(np.int64)
+    where = np.arange(keys) % PARTITIONS if partition_of is None else np.asarray(partition_of)
     busiest = 0.0
-    for p in range(PARTITIONS):
-        counts = np.bincount(residues[p::PARTITIONS], minlength=MAX_FACTOR)
+    for p in np.unique(where):
+        counts = np.bincount(residues[where == p], minlength=MAX_FACTOR)
         busiest = max(busiest, busiest_workers(counts)[FACTORS.index(factor)])
     return per_task * keys / busiest
 
@@ -363,6 +386,30 @@ def _settled_ratio(run: Run, even: bool) -> str:
     return f"{run.settled_capacity / run.settled:.2f}" if even and run.settled else "-"
 
 
+def factor_table(run_case, keys: int, factors: list[int], seconds: float, partition_of=None,
+                 task_column: bool = False) -> None:
+    """Throughput against the factor, one row a factor: `run_case(factor, records)` drains a
+    backlog of `seconds` at the factor's ordered bound with a 10 ms sleep a record. The same
+    columns and goals for every source."""
+    per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
+    task = "task-per-thread bound vs F=1 | " if task_column else ""
+    print(f"| F | records/s | vs F=1 | goal | lane bound vs F=1 | of the bound | {task}capacity model / measured | "
+          "model / measured past the start | batches | longest batch s |", flush=True)
+    print("| --- " * (10 + task_column) + "|", flush=True)
+    base = None
+    for factor in factors:
+        bound = ordered_bound(factor, keys, per_task, partition_of)
+        run = run_case(factor, int(bound * seconds))
+        base = base or (run.rate, bound)
+        goal = {16: 12.8 if keys == KEYS else 9.6}.get(factor, 0.8 * factor)
+        goal = min(goal, 9.6) if keys == FEW_KEYS else goal
+        task = f"{task_bound(factor, keys, per_task) / base[1]:.2f}x | " if task_column else ""
+        print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
+              f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | {task}{run.capacity / run.rate:.2f} | "
+              f"{_settled_ratio(run, even=bound >= 0.99 * factor * base[1])} | {run.batches} | "
+              f"{run.longest_gap:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("which", nargs="*",
@@ -373,6 +420,8 @@ def main() -> None:
                         help="default: 1-16 for many keys, 1-64 for few (a larger factor splits the busiest bucket)")
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
                         help="key mixes for `factor`: distinct keys over the 4 partitions")
+    parser.add_argument("--history", type=int, default=HISTORY,
+                        help="`factor`: offsets partitions 0 and 1 start past the others (0: all at 0, before session 53)")
     parser.add_argument("--batch-seconds", type=float, default=3.0,
                         help="the unordered reference's batches, in seconds of its ideal work")
     parser.add_argument("--verbose", action="store_true", help="log the agent's steps")
@@ -389,26 +438,13 @@ def main() -> None:
         bench = Bench(spark, broker, redis_server, workdir)
         ideal_per_task = 1 / 0.00208  # a 2 ms sleep measures 2.08 ms on these machines
         if "factor" in args.which:
-            per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
             for keys in args.keys:
-                print(f"\n## throughput vs factor: sleep 10 ms per record, 4 partitions, {keys:,} keys, "
-                      "default settings", flush=True)
-                print("| F | records/s | vs F=1 | goal | lane bound vs F=1 | of the bound | "
-                      "task-per-thread bound vs F=1 | capacity model / measured | model / measured past the start | "
-                      "batches | longest batch s |", flush=True)
-                print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
-                base = None
-                for factor in args.factors or ([1, 2, 4, 8, 16] if keys > 1000 else [1, 2, 4, 8, 16, 32, 64]):
-                    bound = ordered_bound(factor, keys, per_task)
-                    run = bench.run_pipeline(sleep_10ms, factor, int(bound * args.seconds), keys)
-                    base = base or (run.rate, bound)
-                    goal = {16: 12.8 if keys == KEYS else 9.6}.get(factor, 0.8 * factor)
-                    goal = min(goal, 9.6) if keys == FEW_KEYS else goal
-                    print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
-                          f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | "
-                          f"{task_bound(factor, keys, per_task) / base[1]:.2f}x | {run.capacity / run.rate:.2f} | "
-                          f"{_settled_ratio(run, even=bound >= 0.99 * factor * base[1])} | {run.batches} | "
-                          f"{run.longest_gap:.1f} |", flush=True)
+                print(f"\n## throughput vs factor: sleep 10 ms per record, 4 partitions ({args.history:,} offsets "
+                      f"apart), {keys:,} keys, default settings", flush=True)
+                factors = args.factors or ([1, 2, 4, 8, 16] if keys > 1000 else [1, 2, 4, 8, 16, 32, 64])
+                factor_table(lambda factor, records, keys=keys: bench.run_pipeline(
+                                 sleep_10ms, factor, records, keys, history=args.history),
+                             keys, factors, args.seconds, task_column=True)
         if "cpu" in args.which:
             print("\n## CPU-bound work: pure Python, ~2 ms of a core per record, 4 partitions, "
                   f"{KEYS:,} keys, {spark.sparkContext.defaultParallelism} cores, default settings", flush=True)
