@@ -5,8 +5,9 @@ out locally, the seed's own optimisation) and keeps what each virtual task `acce
 runs as many threads as it has virtual tasks (the seed: "the container can leverage multiple
 threads for the multiple virtual tasks"), but a thread is not tied to one task: each task's
 records are cut into key lanes (`elasticity.lanes`), a lane runs on one thread at a time in
-offset order, and a thread whose lane ran dry takes the ready lane with the oldest record. Every
-key keeps its order; with few keys per bucket no thread idles while a heavy bucket finishes.
+offset order, and a thread whose lane ran dry takes the ready lane furthest behind in its
+partition. Every key keeps its order; with few keys per bucket no thread idles while a heavy
+bucket finishes, and two partitions of a slot advance together whatever their offsets.
 It returns the outputs and, for every virtual task reading a partition that had records, how far
 that task got.
 
