@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
-     [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE]
+     [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE] [--apart N]
      [--save run.json | --replay run.json [--ticks]]
 
 It runs `make demo`'s job for real (the enrichment pipeline with only its required flags, the
@@ -36,7 +36,9 @@ prints the input each tick read, real against the replay's (session 51).
 (`lag-threshold` scales down while the input is high, and the actuator rolls that back: run 83),
 `--memory S` sets the policy's `lull_memory_s` on both sides (a benchmark's setting: with 600
 and `--duration 840` the step's end brings a scale-down within the run, run 82), and `--cold`
-starts the load only once the pipeline's query runs (no start-up backlog: run 84).
+starts the load only once the pipeline's query runs (no start-up backlog: run 84). `--apart N`
+starts the job on a topic whose partitions 0 and 1 sit N offsets past 2 and 3, as a topic that
+has run a while does (session 53: the slot's threads went to the lower offsets until then).
 `--trace NAME` plays one day (`--day`, default 1) of a real trace from the suite instead of the
 step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--duration 840`:
 750 s, 115x), its rates mapped onto 100-1,200/s. Printed besides: rescales, reversals within
@@ -404,6 +406,9 @@ def main() -> None:
                              "through the last hour, which today did not (the fallback: it reacts); "
                              "`one` wrote one such day only (a job's second day: it reacts, its scale-up "
                              "sized for what that day reached)")
+    parser.add_argument("--apart", type=int, default=0,
+                        help="start on a topic whose partitions 0 and 1 sit this many offsets past 2 and 3, "
+                             "as a topic that has run a while (default 0: a new topic)")
     parser.add_argument("--timezone", default="UTC",
                         help="the daemon's [job] timezone, which keys the days --history writes "
                              "(default UTC); the replay's history is kept in it too")
@@ -442,7 +447,7 @@ def main() -> None:
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
              cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history,
-             timezone=args.timezone)
+             timezone=args.timezone, apart=args.apart)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from autosizer.controller.history import HistoryStore  # noqa: E402
 from autosizer.controller.journal import DecisionJournal  # noqa: E402
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.controller.queries import DEFAULT_QUERIES  # noqa: E402
-from autosizer.elasticity import Layout  # noqa: E402
+from autosizer.elasticity import Checkpoints, Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedBroker, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
@@ -82,6 +82,7 @@ CLOCKS = {"demo": CONFIG,
           "shipped": "\n".join(line for line in CONFIG.splitlines() if not line.startswith(SHORTENED))}
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
 KEYS = 200  # customers: the orders' keys, each one's orders kept in order
+APART_PARTITIONS = (0, 1)  # `run(apart=N)`: the partitions a job before this one left N records into
 HISTORIES = ("same", "holiday", "one")  # what `--history` writes: days like this one, days it breaks, one day
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
 
@@ -163,7 +164,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
         cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
-        history: str | None = None, timezone: str = "UTC") -> bool:
+        history: str | None = None, timezone: str = "UTC", apart: int = 0) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -174,7 +175,10 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     `day_of_trace` makes), its high phase `phase_s` long from STEP_AT. `history` writes three
     past days into the job's Redis history (`seed_history`), as a daemon that has seen the job
     for days finds them: `same` ran this very load at this time of day, `holiday` a day today
-    broke; kept in the daemon's `[job] timezone`, `timezone`.
+    broke; kept in the daemon's `[job] timezone`, `timezone`. `apart` starts the job on a topic
+    that has run a while: partitions 0 and 1 hold that many records already read (a job before
+    it left them there, `Checkpoints.from_partition_offsets`, as `autosizer init --offset` adopts
+    them), so their offsets sit that far past 2 and 3.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -185,7 +189,13 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus:
         broker.create_topic("orders", PARTITIONS)
         store = MetadataStore(redis_server.url, job)
-        store.init_layout(Layout(topics={"orders": PARTITIONS}, factor=1))
+        layout = Layout(topics={"orders": PARTITIONS}, factor=1)
+        start = None
+        if apart:
+            broker.produce("orders", ((p, b"history-%d" % i, b"{}") for p in APART_PARTITIONS for i in range(apart)))
+            start = Checkpoints.from_partition_offsets(
+                layout, {("orders", p): apart if p in APART_PARTITIONS else 0 for p in range(PARTITIONS)})
+        store.init_layout(layout, start)
         config_path = workdir / "autosizer.toml"
         config = CLOCKS[clocks].format(job=job, redis=redis_server.url, prometheus=prometheus.url,
                                        listen=free_port())
