@@ -38,8 +38,8 @@ KEYS = 100_000
 FEW_KEYS = 200
 # `factor`'s topic: two partitions this many offsets past the other two, as a topic's partitions
 # drift apart (more than a batch's span at any factor measured: 6,300 records at F = 16)
-HISTORY = 100_000
-HISTORY_PARTITIONS = (0, 1)
+APART = 100_000
+APART_PARTITIONS = (0, 1)  # as `examples/demo.py`'s `apart`
 
 
 def sleep_10ms(record):
@@ -71,31 +71,33 @@ class Bench:
     def __init__(self, spark, broker: EmbeddedBroker, redis_server: EmbeddedRedis, workdir: Path):
         self.spark, self.broker, self.redis, self.workdir = spark, broker, redis_server, workdir
 
-    def topic(self, records: int, keys: int = KEYS, history: int = 0) -> str:
-        """A fresh 4-partition topic holding `records` keyed records, after `history` records
-        already read on partitions 0 and 1 (`HISTORY_PARTITIONS`)."""
+    def topic(self, records: int, keys: int = KEYS, apart: int = 0) -> str:
+        """A fresh 4-partition topic holding `records` keyed records, after `apart` records
+        already read on partitions 0 and 1 (`APART_PARTITIONS`)."""
         name = f"t{uuid.uuid4().hex[:8]}"
         self.broker.create_topic(name, PARTITIONS)
-        if history:
-            self.broker.produce(name, ((p, b"old-%d" % i, b"") for p in HISTORY_PARTITIONS for i in range(history)))
+        if apart:
+            self.broker.produce(name, ((p, b"old-%d" % i, b"") for p in APART_PARTITIONS for i in range(apart)))
         produce_backlog(self.broker, name, records, keys)
         return name
 
     def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS, sink: str = "file",
-                     history: int = 0) -> Run:
+                     apart: int = 0) -> Run:
         """Drain a backlog with the pipeline at its default settings, into Parquet files or, with
-        `sink="kafka"`, a 4-partition topic (both exactly once). With `history`, the job starts
+        `sink="kafka"`, a 4-partition topic (both exactly once). With `apart`, the job starts
         where a job before it left partitions 0 and 1, that many offsets past the others, as the
-        partitions of a topic that has run a while are."""
+        partitions of a topic that has run a while are; without, where a new job starts."""
         from autosizer.elasticity import Checkpoints
         from autosizer.pipeline.agent import PipelineConfig
 
-        topic = self.topic(records, keys, history)
+        topic = self.topic(records, keys, apart)
         job = f"bench-{uuid.uuid4().hex[:6]}"
         config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap)
         layout = Layout(topics={topic: PARTITIONS}, factor=factor)
-        start = Checkpoints.from_partition_offsets(
-            layout, {(topic, p): history if p in HISTORY_PARTITIONS else 0 for p in range(PARTITIONS)})
+        start = None
+        if apart:
+            start = Checkpoints.from_partition_offsets(
+                layout, {(topic, p): apart if p in APART_PARTITIONS else 0 for p in range(PARTITIONS)})
         return drain(self.spark, config, layout, process, self._sink(sink, job), records, start)
 
     def _sink(self, kind: str, job: str) -> FileSink | KafkaSink:
@@ -420,7 +422,7 @@ def main() -> None:
                         help="default: 1-16 for many keys, 1-64 for few (a larger factor splits the busiest bucket)")
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
                         help="key mixes for `factor`: distinct keys over the 4 partitions")
-    parser.add_argument("--history", type=int, default=HISTORY,
+    parser.add_argument("--apart", type=int, default=APART,
                         help="`factor`: offsets partitions 0 and 1 start past the others (0: all at 0, before session 53)")
     parser.add_argument("--batch-seconds", type=float, default=3.0,
                         help="the unordered reference's batches, in seconds of its ideal work")
@@ -439,11 +441,11 @@ def main() -> None:
         ideal_per_task = 1 / 0.00208  # a 2 ms sleep measures 2.08 ms on these machines
         if "factor" in args.which:
             for keys in args.keys:
-                print(f"\n## throughput vs factor: sleep 10 ms per record, 4 partitions ({args.history:,} offsets "
+                print(f"\n## throughput vs factor: sleep 10 ms per record, 4 partitions ({args.apart:,} offsets "
                       f"apart), {keys:,} keys, default settings", flush=True)
                 factors = args.factors or ([1, 2, 4, 8, 16] if keys > 1000 else [1, 2, 4, 8, 16, 32, 64])
                 factor_table(lambda factor, records, keys=keys: bench.run_pipeline(
-                                 sleep_10ms, factor, records, keys, history=args.history),
+                                 sleep_10ms, factor, records, keys, apart=args.apart),
                              keys, factors, args.seconds, task_column=True)
         if "cpu" in args.which:
             print("\n## CPU-bound work: pure Python, ~2 ms of a core per record, 4 partitions, "
