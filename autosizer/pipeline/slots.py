@@ -210,7 +210,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 class _Work:
     """One partition's accepted records for one task, grouped by lane, each lane in offset order;
-    `ranks` are the records' places among all of the partition's records read in the batch."""
+    `ranks` are the records' rows among all of the partition's records read in the batch, which
+    `_accept` holds in offset order."""
 
     def __init__(self, stats: TaskProgress, records: pa.Table, offsets: np.ndarray, hashes: np.ndarray,
                  ranks: np.ndarray, lanes: np.ndarray, modulus: int, owned_residues: range):
@@ -450,7 +451,6 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
         small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True)) if len(offsets) < MIN_SHARE_READ else ()
         lanes_of = (hashes & np.uint64(modulus - 1)).astype(np.int64)
         end = int(offsets[-1]) + 1
-        ranks = np.arange(len(offsets))
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
             stats = TaskProgress(task.name, topic, partition, end, owned=int(owned[task.bucket]),
@@ -462,7 +462,7 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
                 chosen = records.filter(pa.array(mask)).select(["key", "value", "offset", "timestamp"])
                 work.setdefault(task.name, []).append(_Work(
                     stats, chosen.take(pa.array(order)), offsets[mask][order], hashes[mask][order],
-                    ranks[mask][order], lanes[order], modulus,
+                    np.flatnonzero(mask)[order], lanes[order], modulus,
                     range(task.bucket, modulus, task.factor)))
     return work, progress
 
