@@ -1,8 +1,9 @@
 """Kinesis: the source's throughput with bucketing, the re-shard pause, and throughput against
 the factor, on the emulator.
 
-Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [--records 40000]
-[--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15] (no part named: all three)
+Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [parse]
+[--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15] (no part
+named: all four)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -22,6 +23,9 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    15 s of backlog (Kafka's table: F = 16, 30 s): the emulator takes a stream's writes slower the
    longer it is, about with the square of its length (11,856 records in 9 s, 23,713 in 31 s,
    47,427 in 179 s), so F = 16's 30 s, 190,000 records, would take most of an hour to write.
+4. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
+   which reads every record again), with botocore's timestamp parser and with the pipeline's
+   (`kinesis_source.utc_time`), side by side on the same 12,000 records in one run.
 """
 
 from __future__ import annotations
@@ -121,6 +125,25 @@ class Run:
             count += sum(1 for _ in reader.records(reader.iterator(shard, 0), 10**9))
         return count / (time.perf_counter() - began)
 
+    def parse_cost(self, stream: str, rounds: int = 5) -> tuple[list[float], list[float]]:
+        """CPU seconds a record costs the reading process, every shard read to its end, by a
+        client on botocore's own timestamp parser and by the pipeline's (`kinesis_client`), one
+        after the other in each round (the emulator's own time is not this process's CPU)."""
+        import boto3
+
+        own = boto3.session.Session()  # botocore's defaults, not the pipeline's session
+        clients = {"botocore": lambda: own.client("kinesis", endpoint_url=self.kinesis.endpoint),
+                   "pipeline": lambda: kinesis_client(self.kinesis.endpoint)}
+        costs: dict[str, list[float]] = {name: [] for name in clients}
+        for _ in range(rounds):
+            for name, make in clients.items():
+                reader = ShardReader(make(), stream)
+                began, count = time.process_time(), 0
+                for shard in range(SHARDS):
+                    count += sum(1 for _ in reader.records(reader.iterator(shard, 0), 10**9))
+                costs[name].append((time.process_time() - began) / count)
+        return costs["botocore"], costs["pipeline"]
+
     def pipeline_rate(self, stream: str, records: int) -> float:
         store, agent = self.agent(stream, 8, trivial)
         commits: list[tuple[float, int]] = []
@@ -198,7 +221,7 @@ def shard_of(keys: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor"])
+    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "parse"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
@@ -208,12 +231,14 @@ def main() -> None:
                         help="`factor`'s backlog per run, in seconds at the factor's ordered bound")
     args = parser.parse_args()
     configure_logging(level="warning")
-    from pyspark.sql import SparkSession
+    spark = None
+    if {"throughput", "reshard", "factor"} & set(args.which):  # `parse` alone needs no Spark
+        from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+        spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-bench-"))
     with EmbeddedKinesis() as kinesis, EmbeddedRedis(workdir / "redis") as redis_server:
         run = Run(spark, kinesis, redis_server, workdir)
@@ -235,7 +260,16 @@ def main() -> None:
                       "default settings", flush=True)
                 factor_table(lambda factor, records, keys=keys: run.factor_run(factor, records, keys),
                              keys, args.factors, args.seconds, partition_of=shard_of(keys))
-    spark.stop()
+        if "parse" in args.which:
+            print(f"\n## read CPU a record: 12,000 records, {SHARDS} shards, 100-byte values", flush=True)
+            stream = run.backlog(12_000)
+            theirs, ours = run.parse_cost(stream)
+            for name, costs in (("botocore's timestamp parser", theirs), ("the pipeline's (utc_time)", ours)):
+                print(f"{name:29s} {statistics.median(costs) * 1e6:5.1f} us a record "
+                      f"({', '.join(f'{c * 1e6:.1f}' for c in costs)})")
+            print(f"ratio: {statistics.median(theirs) / statistics.median(ours):.2f}x less CPU a record read")
+    if spark is not None:
+        spark.stop()
 
 
 if __name__ == "__main__":

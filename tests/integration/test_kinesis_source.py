@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC
 
 import pytest
 
@@ -156,3 +157,21 @@ def test_an_expired_iterator_is_taken_again_past_the_last_record_read(tmp_path, 
         assert tail.seen == 50 and tail.numbers == first + rest
     finally:
         kinesis.stop()
+
+
+def test_records_read_by_the_pipelines_client_carry_the_arrival_time_botocore_reads_in_utc(kinesis, stream):
+    """The pipeline's clients parse timestamps with `utc_time` (half the CPU a record costs to
+    read, `bench_kinesis.py parse`): the same instants a client on botocore's own parser reads,
+    every one in UTC."""
+    import boto3
+
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(20)])
+    theirs = boto3.session.Session().client("kinesis", endpoint_url=kinesis.endpoint)
+    read = {}
+    for name, client in (("ours", kinesis_client(kinesis.endpoint)), ("theirs", theirs)):
+        reader = ShardReader(client, stream)
+        read[name] = [r["ApproximateArrivalTimestamp"] for r in reader.records(reader.iterator(0, 0), 100)]
+    assert len(read["ours"]) == 20 and read["ours"] == read["theirs"]
+    assert {t.utcoffset().total_seconds() for t in read["ours"]} == {0}
+    assert all(t.tzinfo is UTC for t in read["ours"]) and not any(t.tzinfo is UTC for t in read["theirs"])

@@ -83,3 +83,20 @@ def test_the_stream_reader_takes_its_outage_bound_from_its_option():
     assert KinesisStreamReader({**options, "kinesis.outageMs": "120000"}).outage_s == 120.0
     with pytest.raises(ValueError, match="kinesis.outageMs must be >= 0, not -5"):
         KinesisStreamReader({**options, "kinesis.outageMs": "-5"})
+
+
+def test_a_records_arrival_time_is_parsed_to_the_same_instant_botocore_gives_in_utc():
+    """`utc_time` replaces botocore's timestamp parser on the pipeline's clients (half the CPU a
+    record costs to read): the same instant for epoch seconds, UTC, and botocore's own parser for
+    anything that is not a number."""
+    from datetime import UTC
+
+    from botocore.utils import parse_timestamp
+
+    from autosizer.pipeline.kinesis_source import utc_time
+
+    for value in (1_795_920_000.419, 1_795_920_000, 0, 1.5):
+        parsed = utc_time(value)
+        assert parsed == parse_timestamp(value) and parsed.tzinfo is UTC
+    assert utc_time("2026-11-29T03:54:58.419Z") == parse_timestamp("2026-11-29T03:54:58.419Z")
+
