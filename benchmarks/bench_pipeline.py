@@ -274,10 +274,12 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
     MetadataStore(config.redis_url, config.job).init_layout(layout, start)
     commits: list[tuple[float, int]] = []
     shown: list[float] = []  # the capacity the pipeline exported after each batch
+    reading: list[float] = []  # each batch's slowest read of a slot's records (slot_read_seconds)
 
     def on_batch(agent, progress) -> None:
         commits.append((time.perf_counter(), sum(p.records for p in progress)))
         shown.append(job_capacity(agent.admission, layout))
+        reading.append(max((s.read_seconds for s in agent.metrics.slots.values()), default=0.0))
 
     agent = PipelineAgent(spark, config, process, sink, on_batch=on_batch)
     stop = threading.Event()
@@ -297,7 +299,9 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
     return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
                cpu_s / max(1, sum(agent.metrics.records_in.values())),
                spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),
-               statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0)
+               statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0,
+               statistics.median(durations[1:-1]) if len(durations) >= 3 else 0.0,
+               statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0)
 
 
 def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
@@ -325,6 +329,8 @@ class Run:
     duty: float = 1.0  # the share of a saturated batch its tasks work, as the pipeline measured it
     settled: float = 0.0  # records/s past the query's start, up to the backlog's last batch
     settled_capacity: float = 0.0  # the capacity the pipeline showed after each of those batches, on average
+    cycle_s: float = 0.0  # a batch past the start, commit to commit (median)
+    read_s: float = 0.0  # of which its slowest slot spent getting its records (median)
 
     def cpu_ceiling(self) -> float:
         """The policy's cap at any factor: duty x cores / CPU per record (`Observation`)."""
@@ -392,12 +398,14 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
                  task_column: bool = False) -> None:
     """Throughput against the factor, one row a factor: `run_case(factor, records)` drains a
     backlog of `seconds` at the factor's ordered bound with a 10 ms sleep a record. The same
-    columns and goals for every source."""
+    columns and goals for every source; the last says where a batch's time goes past the start:
+    its cycle, and the part its slowest slot waited for its records (the source's cost, which the
+    capacity model counts in the batch's fixed cost)."""
     per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
     task = "task-per-thread bound vs F=1 | " if task_column else ""
     print(f"| F | records/s | vs F=1 | goal | lane bound vs F=1 | of the bound | {task}capacity model / measured | "
-          "model / measured past the start | batches | longest batch s |", flush=True)
-    print("| --- " * (10 + task_column) + "|", flush=True)
+          "model / measured past the start | batches | longest batch s | batch cycle s (reading) |", flush=True)
+    print("| --- " * (11 + task_column) + "|", flush=True)
     base = None
     for factor in factors:
         bound = ordered_bound(factor, keys, per_task, partition_of)
@@ -409,7 +417,7 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
         print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
               f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | {task}{run.capacity / run.rate:.2f} | "
               f"{_settled_ratio(run, even=bound >= 0.99 * factor * base[1])} | {run.batches} | "
-              f"{run.longest_gap:.1f} |", flush=True)
+              f"{run.longest_gap:.1f} | {run.cycle_s:.2f} ({run.read_s:.2f}) |", flush=True)
 
 
 def main() -> None:

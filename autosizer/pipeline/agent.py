@@ -71,6 +71,8 @@ PROGRESS_SCHEMA = pa.schema(
         ("modulus", pa.int64()), ("cpu_ns", pa.int64()),
         # a batch too small to measure the partition's hot shares alone: its records per residue
         ("share_residues", pa.list_(pa.int64())), ("share_counts", pa.list_(pa.int64())),
+        # the slot's wait for its records: Kinesis's reads upstream in the task, Kafka's own read
+        ("read_ns", pa.int64()),
     ]
 )
 
@@ -708,6 +710,7 @@ class PipelineAgent:
 
             freeze_imports()
             slot_id = TaskContext.get().partitionId()
+            waited = time.perf_counter_ns()
             batches = list(batches)
             if not batches:
                 return
@@ -716,6 +719,7 @@ class PipelineAgent:
                 table = read(table)
                 if not table.num_rows:
                     return
+            read_ns = time.perf_counter_ns() - waited
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
             sink.write(generation, batch, slot_id, result.outputs, result.sources if sink.wants_sources else ())
             yield pa.RecordBatch.from_pylist(
@@ -727,7 +731,7 @@ class PipelineAgent:
                   "hottest": list(p.hottest), "mark_residues": list(p.marks),
                   "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
                   "cpu_ns": p.cpu_ns, "share_residues": [r for r, _ in p.residues],
-                  "share_counts": [n for _, n in p.residues]}
+                  "share_counts": [n for _, n in p.residues], "read_ns": read_ns}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -744,7 +748,7 @@ class PipelineAgent:
         slots: dict[int, SlotStats] = {}
         for row in rows:
             wall_ns[row["task"]] = row["wall_ns"]
-            slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9)
+            slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9, row["read_ns"] / 1e9)
             marks = dict(zip(row["mark_residues"] or (), map(int, row["mark_offsets"] or ()), strict=True))
             with self._cp_lock:
                 cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]),

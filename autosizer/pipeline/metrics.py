@@ -26,6 +26,8 @@ Series (labels in braces):
 Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_slot_records{slot}                    records one slot processed, last batch
   autosizer_pipeline_slot_seconds{slot}                    that slot's wall time, last batch
+  autosizer_pipeline_slot_read_seconds{slot}               that slot's wait for its records before it
+                                                           (the source's read), last batch
   autosizer_pipeline_task_saturated_rate{task}             records/s one thread does on the task's
                                                            records while they are a backlog (records
                                                            / the threads' busy time on its lanes)
@@ -90,10 +92,12 @@ Partition = tuple[str, int]
 
 @dataclass(frozen=True)
 class SlotStats:
-    """One slot's last batch: records its tasks processed and its wall time."""
+    """One slot's last batch: records its tasks processed, its wall time, and the time it waited
+    for its records before that (the source's part of a batch's fixed cost)."""
 
     records: int
     seconds: float
+    read_seconds: float = 0.0
 
 
 class PipelineMetrics(Collector):
@@ -319,11 +323,15 @@ class PipelineMetrics(Collector):
                                          "Records one slot processed in the last batch", labels=["slot"])
         slot_seconds = GaugeMetricFamily("autosizer_pipeline_slot_seconds",
                                          "Wall time of one slot in the last batch", labels=["slot"])
+        slot_read = GaugeMetricFamily("autosizer_pipeline_slot_read_seconds",
+                                      "Time one slot waited for its records in the last batch", labels=["slot"])
         for slot, stats in sorted(self.slots.items()):
             slot_records.add_metric([str(slot)], stats.records)
             slot_seconds.add_metric([str(slot)], stats.seconds)
+            slot_read.add_metric([str(slot)], stats.read_seconds)
         yield slot_records
         yield slot_seconds
+        yield slot_read
         rate = GaugeMetricFamily("autosizer_pipeline_task_saturated_rate",
                                  "Records/s a virtual task processes while it has a backlog",
                                  labels=["task"])

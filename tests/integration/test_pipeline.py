@@ -312,6 +312,10 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
         assert len(before["autosizer_pipeline_cpu_seconds_total"]) == 4
         assert value(before, "autosizer_pipeline_cpu_seconds_total") > 0
         assert value(before, "autosizer_pipeline_cores") == agent.spark.sparkContext.defaultParallelism
+        # each slot's wait for its records (the source's part of a batch), inside the batch's time
+        reads = [s.value for s in before["autosizer_pipeline_slot_read_seconds"]]
+        assert reads and all(0 < r <= value(before, "autosizer_pipeline_batch_duration_seconds") for r in reads)
+        assert len(reads) == len(before["autosizer_pipeline_slot_seconds"])
         # every batch with records measured its wait from read boundary to commit beyond its work
         assert 0 < value(before, "autosizer_pipeline_commit_latency_seconds") < 30
         # the gauge is one probe's moment: a probe taken before the last commit still reads its records
