@@ -21,6 +21,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -301,7 +302,7 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
                spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),
                statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0,
                statistics.median(durations[1:-1]) if len(durations) >= 3 else 0.0,
-               statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0)
+               statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0, agent.admission, layout)
 
 
 def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
@@ -331,6 +332,17 @@ class Run:
     settled_capacity: float = 0.0  # the capacity the pipeline showed after each of those batches, on average
     cycle_s: float = 0.0  # a batch past the start, commit to commit (median)
     read_s: float = 0.0  # of which its slowest slot spent getting its records (median)
+    admission: Any = None  # what the pipeline measured, to predict another factor from
+    layout: Layout | None = None
+
+    def predicted(self, factor: int, flat: bool = False) -> float:
+        """The capacity this run's measurements promise `factor`, as the daemon reads them:
+        the read a batch pays scaled to the factor's batches (`Admission.duty`), or with `flat`
+        the cost measured here at every factor (the daemon before session 54)."""
+        assert self.admission is not None and self.layout is not None
+        there = Layout(topics=self.layout.topics, factor=factor, source=self.layout.source)
+        capacity = job_capacity(self.admission, there)
+        return capacity * self.admission.duty() / self.admission.duty(factor) if flat else capacity
 
     def cpu_ceiling(self) -> float:
         """The policy's cap at any factor: duty x cores / CPU per record (`Observation`)."""
@@ -398,26 +410,33 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
                  task_column: bool = False) -> None:
     """Throughput against the factor, one row a factor: `run_case(factor, records)` drains a
     backlog of `seconds` at the factor's ordered bound with a 10 ms sleep a record. The same
-    columns and goals for every source; the last says where a batch's time goes past the start:
-    its cycle, and the part its slowest slot waited for its records (the source's cost, which the
-    capacity model counts in the batch's fixed cost)."""
+    columns and goals for every source. Where a batch's time goes past the start: its cycle, and
+    the part its slowest slot waited for its records (the source's cost, which the capacity model
+    counts in the batch's fixed cost). And what the first factor's run promised this one, as the
+    daemon sizes a scale-up from it, over what this one did past its start: with the cost
+    measured there at every factor, and with the read scaled to this factor's batches."""
     per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
     task = "task-per-thread bound vs F=1 | " if task_column else ""
     print(f"| F | records/s | vs F=1 | goal | lane bound vs F=1 | of the bound | {task}capacity model / measured | "
-          "model / measured past the start | batches | longest batch s | batch cycle s (reading) |", flush=True)
-    print("| --- " * (11 + task_column) + "|", flush=True)
-    base = None
+          "model / measured past the start | batches | longest batch s | batch cycle s (reading) | "
+          "first factor's prediction / measured: cost as measured, read scaled |", flush=True)
+    print("| --- " * (12 + task_column) + "|", flush=True)
+    base = first = None
     for factor in factors:
         bound = ordered_bound(factor, keys, per_task, partition_of)
         run = run_case(factor, int(bound * seconds))
         base = base or (run.rate, bound)
+        first = first or run
+        measured = run.settled or run.rate
+        predicted = (f"{first.predicted(factor, flat=True) / measured:.2f}, {first.predicted(factor) / measured:.2f}"
+                     if first is not run else "-")
         goal = {16: 12.8 if keys == KEYS else 9.6}.get(factor, 0.8 * factor)
         goal = min(goal, 9.6) if keys == FEW_KEYS else goal
         task = f"{task_bound(factor, keys, per_task) / base[1]:.2f}x | " if task_column else ""
         print(f"| {factor} | {run.rate:,.0f} | {run.rate / base[0]:.2f}x | {goal:.1f}x | "
               f"{bound / base[1]:.2f}x | {run.rate / bound:.0%} | {task}{run.capacity / run.rate:.2f} | "
               f"{_settled_ratio(run, even=bound >= 0.99 * factor * base[1])} | {run.batches} | "
-              f"{run.longest_gap:.1f} | {run.cycle_s:.2f} ({run.read_s:.2f}) |", flush=True)
+              f"{run.longest_gap:.1f} | {run.cycle_s:.2f} ({run.read_s:.2f}) | {predicted} |", flush=True)
 
 
 def main() -> None:

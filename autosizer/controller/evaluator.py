@@ -15,14 +15,14 @@ import numpy as np
 
 from autosizer.controller.collector import Labels, Samples
 from autosizer.controller.queries import hot_share_table, partition_of
-from autosizer.elasticity import Layout, TopicPartition
+from autosizer.elasticity import FACTORS, Layout, TopicPartition
+from autosizer.elasticity.batch_cost import duty_at
 from autosizer.policies.base import (
     DOWNTIME_UNMEASURED_S,
     Observation,
     PartitionStats,
     TaskStats,
     Watermarks,
-    batch_duty,
 )
 
 REQUIRED = ("lag_records", "input_rate")  # without these a partition cannot be sized
@@ -82,7 +82,7 @@ class Evaluator:
                 notes.append(f"the pipeline's lag probe last read the broker {probed:.0f}s ago "
                              f"(its metrics were scraped {age:.0f}s ago)")
             age = probed if age is None else max(age, probed)
-        saturated, hot_shares, duty, stand_in = _capacity(samples, layout, index)
+        saturated, hot_shares, duties, stand_in = _capacity(samples, layout, index)
         if stand_in:
             notes.append(stand_in)
         ceiling = _single(samples.series.get("cpu_ceiling", ()))
@@ -93,7 +93,8 @@ class Evaluator:
             tasks=tasks, since_rescale_s=since_rescale_s,
             restart_downtime_s=_restart_downtime(samples, restart_downtime_s),
             complete=not problems, age_s=0.0 if age is None else max(0.0, age),
-            saturated_rate=saturated, hot_shares=hot_shares, duty=duty, watermarks=watermarks,
+            saturated_rate=saturated, hot_shares=hot_shares, watermarks=watermarks,
+            duty=float(duties[FACTORS.index(layout.factor)]), duties=duties,
             cpu_ceiling=ceiling if ceiling is not None and ceiling > 0 else None,
         )
         return Evaluation(observation, problems, notes)
@@ -123,19 +124,22 @@ class Evaluator:
 
 
 def _capacity(samples: Samples, layout: Layout, index: dict[TopicPartition, int]
-              ) -> tuple[float | None, np.ndarray | None, float, str | None]:
+              ) -> tuple[float | None, np.ndarray | None, np.ndarray, str | None]:
     """The pipeline's own capacity measurements: the median saturated rate of the layout's
     tasks, the busiest bucket's share per partition and factor, and the duty of a batch
-    (deadline / (deadline + overhead)), with a note when the cost is a stand-in (`_batch_cost`).
-    Absent series leave the older estimates in charge."""
+    (deadline / (deadline + overhead)) at each factor in FACTORS, its read scaled to each
+    (`elasticity.batch_cost`), with a note when the cost is a stand-in (`_batch_cost`). Absent
+    series leave the older estimates in charge."""
     names = {t.name for t in layout.virtual_tasks()}
     rates = [v for labels, v in samples.series.get("task_saturated_rate", ())
              if labels.get("task") in names and math.isfinite(v) and v > 0]
     saturated = float(np.median(rates)) if rates else None
     hot = hot_share_table(samples.series.get("hot_share", ()), index)
     cost, stand_in = _batch_cost(samples)
-    duty = batch_duty(_single(samples.series.get("batch_deadline_seconds", ())), cost)
-    return saturated, hot, duty, stand_in
+    deadline = _single(samples.series.get("batch_deadline_seconds", ()))
+    read = _single(samples.series.get("batch_read_seconds", ()))
+    duties = np.array([duty_at(deadline, cost, read, layout.factor, f) for f in FACTORS])
+    return saturated, hot, duties, stand_in
 
 
 def _batch_cost(samples: Samples) -> tuple[float | None, str | None]:

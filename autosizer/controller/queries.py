@@ -47,6 +47,7 @@ DEFAULT_QUERIES: dict[str, str] = {
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "batch_deadline_seconds": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "batch_overhead_seconds": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    "batch_read_seconds": "max(autosizer_pipeline_batch_read_seconds{$selector})",
     # what stands in for the cost until the pipeline has measured it (evaluator, `_batch_cost`)
     "commit_latency_seconds": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     # the processing stop of the pipeline's last rescale (none before its first)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autosizer.elasticity import FACTORS, MAX_FACTOR, Layout
+from autosizer.elasticity.batch_cost import ReadCost, duty_at
 from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_worker_shares
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
@@ -76,6 +77,11 @@ class Admission:
         self.hot_shares: dict[TopicPartition, tuple[float, ...]] = {}
         self._seed: float | None = None  # the last median rate, kept across a rescale
         self.overhead_s: float | None = None  # a saturated batch's fixed cost, outside the tasks
+        # what a slot's read costs, and the records the slowest-reading slot of a saturated
+        # batch read, at the layout's factor then (`growing_read_s`)
+        self.read_cost = ReadCost()
+        self.saturated_read: float | None = None
+        self.factor: int | None = None
         self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
         self.cpu_per_record: float | None = None  # CPU seconds the slots' threads spent a record
         # per partition, records per residue of h mod MAX_FACTOR over small batches, until they
@@ -151,12 +157,22 @@ class Admission:
         is not)."""
         return None if self._service_variance is None else math.sqrt(self._service_variance)
 
-    def observe_cycle(self, cycle_s: float, slot_s: float) -> None:
+    def observe_cycle(self, cycle_s: float, slot_s: float, read_records: int = 0, factor: int | None = None) -> None:
         """A saturated batch took `cycle_s` from the previous commit to its own, of which its
         slowest slot worked `slot_s`: the rest (scheduling, reading, committing, Spark's own
-        bookkeeping) is the fixed cost every batch pays."""
+        bookkeeping) is the fixed cost every batch pays. Its slowest-reading slot read
+        `read_records` at the layout's `factor`: a larger factor reads more (`growing_read_s`)."""
         if cycle_s > 0 and slot_s >= 0:
             self.overhead_s = _smooth(self.overhead_s, max(0.0, cycle_s - slot_s))
+            if factor and read_records > 0:
+                same = self.factor == factor and self.saturated_read is not None
+                self.saturated_read = _smooth(self.saturated_read if same else None, read_records)
+                self.factor = factor
+
+    def observe_read(self, records: int, seconds: float) -> None:
+        """A batch's slowest-reading slot read `records` in `seconds` (any batch but a query's
+        first, whose read waits for the Python workers to start)."""
+        self.read_cost.observe(records, seconds)
 
     def observe_latency(self, seconds: float) -> None:
         """Any batch with records took `seconds` from its read boundary (the trigger planned its
@@ -166,10 +182,24 @@ class Admission:
         if seconds >= 0:
             self.commit_latency_s = _smooth(self.commit_latency_s, seconds)
 
-    def duty(self) -> float:
-        """The share of a saturated job's time its tasks can work: deadline / (deadline + cost)."""
-        budget = self.config.batch_seconds
-        return budget / (budget + (self.overhead_s or 0.0))
+    def growing_read_s(self, factor: int | None = None) -> float | None:
+        """Of a saturated batch's fixed cost at `factor` (default: the one it was measured at),
+        the time its slowest-reading slot spends on the records it reads, the read's own fixed
+        part left out: the records a saturated batch reads grow with the factor (a partition's
+        span is `run_ahead` batches of its F tasks' rates), and so does this. None before a
+        saturated batch was measured."""
+        per_record = self.read_cost.per_record()
+        if per_record is None or self.saturated_read is None or self.factor is None:
+            return None
+        return per_record * self.saturated_read * (factor or self.factor) / self.factor
+
+    def duty(self, factor: int | None = None) -> float:
+        """The share of a saturated job's time its tasks can work at `factor` (default: the
+        factor its cost was measured at): deadline / (deadline + cost), the cost's growing read
+        scaled to `factor` (`elasticity.batch_cost`)."""
+        running = self.factor or factor or 1
+        return duty_at(self.config.batch_seconds, self.overhead_s or 0.0, self.growing_read_s(),
+                       running, factor or running)
 
     def forget(self, layout: Layout) -> None:
         """Drop tasks the layout no longer has; their median still seeds the new tasks."""
@@ -237,7 +267,7 @@ def job_capacity(admission: Admission, layout: Layout, cores: int | None = None)
     tasks = len(capacity) * min(capacity.values(), default=0.0)
     if cores and admission.cpu_per_record:
         tasks = min(tasks, cores / admission.cpu_per_record)
-    return tasks * admission.duty()
+    return tasks * admission.duty(layout.factor)
 
 
 def _smooth(old: float | None, new: float) -> float:

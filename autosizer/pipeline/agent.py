@@ -72,7 +72,7 @@ PROGRESS_SCHEMA = pa.schema(
         # a batch too small to measure the partition's hot shares alone: its records per residue
         ("share_residues", pa.list_(pa.int64())), ("share_counts", pa.list_(pa.int64())),
         # the slot's wait for its records: Kinesis's reads upstream in the task, Kafka's own read
-        ("read_ns", pa.int64()),
+        ("read_ns", pa.int64()), ("read_rows", pa.int64()),
     ]
 )
 
@@ -719,7 +719,7 @@ class PipelineAgent:
                 table = read(table)
                 if not table.num_rows:
                     return
-            read_ns = time.perf_counter_ns() - waited
+            read_ns, read_rows = time.perf_counter_ns() - waited, table.num_rows
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
             sink.write(generation, batch, slot_id, result.outputs, result.sources if sink.wants_sources else ())
             yield pa.RecordBatch.from_pylist(
@@ -731,7 +731,8 @@ class PipelineAgent:
                   "hottest": list(p.hottest), "mark_residues": list(p.marks),
                   "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
                   "cpu_ns": p.cpu_ns, "share_residues": [r for r, _ in p.residues],
-                  "share_counts": [n for _, n in p.residues], "read_ns": read_ns}
+                  "share_counts": [n for _, n in p.residues], "read_ns": read_ns,
+                  "read_rows": read_rows}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -748,7 +749,8 @@ class PipelineAgent:
         slots: dict[int, SlotStats] = {}
         for row in rows:
             wall_ns[row["task"]] = row["wall_ns"]
-            slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9, row["read_ns"] / 1e9)
+            slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9, row["read_ns"] / 1e9,
+                                           row["read_rows"])
             marks = dict(zip(row["mark_residues"] or (), map(int, row["mark_offsets"] or ()), strict=True))
             with self._cp_lock:
                 cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]),
@@ -769,6 +771,7 @@ class PipelineAgent:
         self.admission.observe(progress)
         committed_at = time.perf_counter()
         slowest = max(s.seconds for s in slots.values())
+        reader = max(slots.values(), key=lambda s: s.read_seconds)  # the slot the batch waited on to read
         # A saturated batch's cycle is what a saturated job pays per batch only if the batch
         # before it was saturated too: then it began at that commit, or waited for a trigger every
         # saturated batch waits for (a deadline shorter than the trigger's interval), a real loss.
@@ -779,7 +782,9 @@ class PipelineAgent:
         # spell, and a capacity of next to nothing.
         saturated = any(p.pending for p in progress)
         if self._cycles_warm and self._saturated_before and saturated:
-            self.admission.observe_cycle(committed_at - self._last_commit, slowest)
+            self.admission.observe_cycle(committed_at - self._last_commit, slowest, reader.read_records, layout.factor)
+        if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
+            self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
             self.admission.observe_latency(self._planning_s() + committed_at - began - slowest)
         # A query's second batch still pays its start (the JVM and the Python workers warming

@@ -51,6 +51,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
                                                            generation's first batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
+  autosizer_pipeline_batch_read_seconds                    of it, the slowest-reading slot's time on
+                                                           its records (the read's own fixed part left
+                                                           out): what grows with the factor
   autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
                                                            beyond its slowest slot's work
   autosizer_pipeline_service_cv                            a record's service time's coefficient of
@@ -98,6 +101,7 @@ class SlotStats:
     records: int
     seconds: float
     read_seconds: float = 0.0
+    read_records: int = 0  # the records it read (its tasks' and the ones they skip)
 
 
 class PipelineMetrics(Collector):
@@ -130,6 +134,7 @@ class PipelineMetrics(Collector):
         self.capacity: dict[Partition, float] = {}
         self.spans: dict[Partition, int] = {}
         self.overhead_s: float | None = None
+        self.read_s: float | None = None
         self.commit_latency_s: float | None = None
         self.service_cv: float | None = None
         self.job_capacity: float | None = None
@@ -163,6 +168,7 @@ class PipelineMetrics(Collector):
                 self.input_share = dict(admission.shares)
                 self.capacity = admission.partition_capacity(self.layout)
                 self.overhead_s = admission.overhead_s
+                self.read_s = admission.growing_read_s(self.layout.factor)
                 self.commit_latency_s = admission.commit_latency_s
                 self.service_cv = admission.service_cv
                 self.hot_shares = dict(admission.hot_shares)
@@ -384,6 +390,11 @@ class PipelineMetrics(Collector):
             yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
                                     "A saturated batch's fixed cost outside its tasks' work",
                                     value=self.overhead_s)
+        if self.read_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_batch_read_seconds",
+                                    "Of a saturated batch's fixed cost at the running factor, the time its "
+                                    "slowest-reading slot spends on its records: the part that grows with the factor",
+                                    value=self.read_s)
         if self.commit_latency_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
                                     "A batch's read boundary to its commit, beyond its slowest slot's work",

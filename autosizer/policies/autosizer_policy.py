@@ -602,19 +602,23 @@ def _top_factor(obs: Observation, task_rate: float) -> int:
     add nothing (the cores' ceiling, one hot key's lane)."""
     capacities = obs.capacities(task_rate).tolist()
     best = max(capacities)
-    return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= _near(obs, best) * best)
+    near = _near(obs, FACTORS[capacities.index(best)], best)
+    return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= near * best)
 
 
-def _capped(obs: Observation, capacity: float) -> bool:
-    """Is `capacity` what the cores allow (`Observation.cpu_ceiling`), not what the tasks do?"""
-    return obs.cpu_ceiling is not None and capacity >= 0.999 * obs.duty * obs.cpu_ceiling
+def _capped(obs: Observation, factor: int, capacity: float) -> bool:
+    """Is `capacity` at `factor` what the cores allow (`Observation.cores_cap`), not what the
+    tasks do?"""
+    cap = obs.cores_cap(factor)
+    return cap is not None and capacity >= 0.999 * cap
 
 
-def _near(obs: Observation, best: float) -> float:
-    """The share of the best capacity any factor has that counts as reaching it, when none runs
-    the forecast: 95%, or CORES_NEAR when the best is the cores' ceiling, which the Python
-    workers never quite get (GIL hand-offs, the JVM and other processes on the cores)."""
-    return CORES_NEAR if _capped(obs, best) else 0.95
+def _near(obs: Observation, factor: int, best: float) -> float:
+    """The share of the best capacity any factor has (`best`, at `factor`) that counts as
+    reaching it, when none runs the forecast: 95%, or CORES_NEAR when the best is the cores'
+    ceiling, which the Python workers never quite get (GIL hand-offs, the JVM and other
+    processes on the cores)."""
+    return CORES_NEAR if _capped(obs, factor, best) else 0.95
 
 
 def _ceiling_note(obs: Observation, factor: int, task_rate: float, wanted: bool = True) -> str:
@@ -625,11 +629,12 @@ def _ceiling_note(obs: Observation, factor: int, task_rate: float, wanted: bool 
     note only where more is `wanted`: a job sized at its top factor with room to spare needs none."""
     capacities = obs.capacities(task_rate)
     most = float(capacities.max())  # the most any factor can
+    top = FACTORS[int(capacities.argmax())]
     here = obs.capacity(factor, task_rate)
-    if here < _near(obs, most) * most:
+    if here < _near(obs, top, most) * most:
         return ""  # a larger factor still takes more
-    if _capped(obs, most):
-        return (f"; the cores cap the job at {obs.duty * obs.cpu_ceiling:.0f}/s whatever the factor (CPU "
+    if _capped(obs, top, most):
+        return (f"; the cores cap the job at {most:.0f}/s whatever the factor (CPU "
                 f"measured per record; more cores, not a larger factor, would take more)")
     if not wanted or factor == FACTORS[-1]:
         return ""

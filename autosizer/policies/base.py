@@ -152,6 +152,9 @@ class Observation:
     # factor (an even share, or its busiest key lane); NaN where unknown (even is assumed there)
     hot_shares: np.ndarray | None = None
     duty: float = 1.0  # share of a saturated job's time its tasks work (the rest: batch overhead)
+    # The duty at each factor in FACTORS (None: `duty` at every one). A batch's read grows with
+    # the factor, the rest of its fixed cost does not (`elasticity.batch_cost`).
+    duties: np.ndarray | None = None
     # records/s the job's cores could process at most, whatever the factor: cores / the CPU time a
     # record costs (None: not measured, no cap). A CPU-bound job stops gaining there.
     cpu_ceiling: float | None = None
@@ -231,16 +234,27 @@ class Observation:
             busiest = _max_reduce(self.partitions.input_rate[:, None] * shares, axis=0) / total
         else:
             busiest = _max_reduce(shares, axis=0) / count
-        capacities = (self.duty * task_rate) / busiest
+        duties = self.duty_by_factor()
+        capacities = (duties * task_rate) / busiest
         if self.cpu_ceiling is not None and math.isfinite(self.cpu_ceiling) and self.cpu_ceiling > 0:
-            return np.minimum(capacities, self.duty * self.cpu_ceiling)
+            return np.minimum(capacities, duties * self.cpu_ceiling)
         return capacities
+
+    def duty_by_factor(self) -> np.ndarray:
+        """The duty at each factor in FACTORS: `duties`, or `duty` at every one."""
+        return self.duties if self.duties is not None else np.full(len(FACTORS), self.duty)
+
+    def cores_cap(self, factor: int) -> float | None:
+        """Records/s the cores allow at `factor` (`cpu_ceiling` times that factor's duty)."""
+        if self.cpu_ceiling is None:
+            return None
+        return float(self.duty_by_factor()[FACTORS.index(factor)]) * self.cpu_ceiling
 
     def capacity(self, factor: int, task_rate: float) -> float:
         """Records/s the job can take at `factor` in key order: per partition the busiest thread
         saturates first (`task_rate / hot share`), the partition that fills first at today's input
-        mix caps the job, the cores cap it (`cpu_ceiling`), and the batch overhead takes its share
-        of the time."""
+        mix caps the job, the cores cap it (`cpu_ceiling`), and the batch overhead at `factor`
+        takes its share of the time."""
         return float(self.capacities(task_rate)[FACTORS.index(factor)])
 
     def problems(self) -> list[str]:
@@ -276,14 +290,6 @@ class Policy(Protocol):
     name: str
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]: ...
-
-
-def batch_duty(deadline_s: float | None, overhead_s: float | None) -> float:
-    """The share of a saturated job's time its tasks work: deadline / (deadline + a batch's fixed
-    cost); 1 without batches or without a measure of either."""
-    if deadline_s is None or overhead_s is None or not deadline_s > 0 or not overhead_s >= 0:
-        return 1.0
-    return deadline_s / (deadline_s + overhead_s)
 
 
 def filled_hot_shares(table: np.ndarray | None, partitions: int) -> np.ndarray:

@@ -430,6 +430,7 @@ class _Model:
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
         # (else what the job showed when the run began: `JobModel.shown_duty`)
         self.overhead_measured = False
+        self._duty_cache: dict[tuple[int, bool], np.ndarray | None] = {}
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
@@ -601,11 +602,19 @@ class _Model:
             # (none before session 49): run 89's replay, shown the cost from the start, held 4
             # where the real job went to 8
             duty=self.job.shown_duty(factor, self.overhead_measured),
+            duties=self._duties(factor),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
             watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), self.origin + time - block.marks_age[k])))
+
+    def _duties(self, factor: int) -> np.ndarray | None:
+        """`JobModel.shown_duties`, once per factor and state (a week asks 40,000 times)."""
+        key = (factor, self.overhead_measured)
+        if key not in self._duty_cache:
+            self._duty_cache[key] = self.job.shown_duties(factor, self.overhead_measured)
+        return self._duty_cache[key]
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
         if factor not in self._tasks:

@@ -43,6 +43,7 @@ FIT_QUERIES: dict[str, str] = {
     "hot_share": "max by (topic, partition, factor) (autosizer_pipeline_hot_share{$selector})",
     "deadline": "max(autosizer_pipeline_batch_deadline_seconds{$selector})",
     "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
+    "read": "max(autosizer_pipeline_batch_read_seconds{$selector})",
     "commit_latency": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
@@ -211,8 +212,10 @@ def _scrapes(read: Series, scraped: Series) -> tuple[list[float], list[float]]:
 
 def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:
     """A batch's fixed cost as base + per task: a least-squares line through the overhead samples
-    against the task count when each was taken (more tasks: more to launch and to commit). With
-    one factor in the run, or a line that falls, the median alone.
+    against the task count when each was taken (more tasks: more to launch, to commit and to
+    read). With one factor in the run (or a line that falls), the median, of which the part the
+    pipeline measured as its batches' growing read (`batch_read_seconds`, which scales with the
+    factor: `elasticity.batch_cost`) is the part per task.
 
     The pipeline measures it only from a saturated batch after a saturated one; a run that never
     fell two batches behind shows none, and the fit then takes the commit latency, which every
@@ -224,17 +227,23 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]
         return {}
     factors = _points(series.get("factor", ()))
     times = np.array([t for t, _ in factors])
-    tasks, values = [], []
-    for t, v in samples:
-        if factors and v >= 0:
-            at = max(0, int(np.searchsorted(times, t, side="right")) - 1)
-            tasks.append(partitions * factors[at][1])
-            values.append(v)
+
+    def tasks_at(t: float) -> int:
+        return partitions * factors[max(0, int(np.searchsorted(times, t, side="right")) - 1)][1]
+
+    tasks = [tasks_at(t) for t, v in samples if factors and v >= 0]
+    values = [v for _, v in samples if factors and v >= 0]
     if len(set(tasks)) >= 2:
         slope, base = np.polyfit(np.array(tasks, dtype=np.float64), np.array(values), 1)
         if slope > 0 and base >= 0:
             return {"batch_overhead_s": float(base), "batch_overhead_per_task_s": float(slope)}
-    return {"batch_overhead_s": float(statistics.median(v for _, v in samples if v >= 0))}
+    overhead = float(statistics.median(v for _, v in samples if v >= 0))
+    reads = [v / tasks_at(t) for t, v in _points(series.get("read", ())) if factors and v > 0]
+    if reads and tasks:
+        running = float(statistics.median(tasks))
+        read = min(overhead, float(statistics.median(reads)) * running)
+        return {"batch_overhead_s": overhead - read, "batch_overhead_per_task_s": read / running}
+    return {"batch_overhead_s": overhead}
 
 
 def fitted_run(series: Mapping[str, Series], start: float, end: float,

@@ -18,9 +18,9 @@ import numpy as np
 
 from autosizer.checks import is_real
 from autosizer.elasticity import FACTORS, MAX_FACTOR, validate_factor
+from autosizer.elasticity.batch_cost import batch_duty
 from autosizer.elasticity.buckets import key_hashes
 from autosizer.elasticity.lanes import busiest_worker_shares
-from autosizer.policies.base import batch_duty
 from autosizer.policies.history import time_zone
 
 
@@ -298,6 +298,15 @@ class JobModel:
         if self.overhead_shown_at_start_s is not None:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)
+
+    def shown_duties(self, factor: int, measured: bool) -> np.ndarray | None:
+        """The duty the daemon reads at each factor in FACTORS while the job runs at `factor`:
+        once a batch's cost is measured, the job's own at each (its per-task part is what a
+        larger factor pays more of, as a batch's read is: `elasticity.batch_cost`); before,
+        None (`shown_duty` at every factor)."""
+        if not (measured or not self.batch_seconds) or not self.batch_overhead_per_task_s:
+            return None
+        return np.array([self.duty(f) for f in FACTORS])
 
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks work: deadline / (deadline + fixed cost)."""

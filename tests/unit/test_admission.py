@@ -91,6 +91,38 @@ def test_the_job_capacity_pays_the_fixed_cost_of_each_batch():
     assert job_capacity(admission, layout) == pytest.approx(200 * 3 / 3.6)
 
 
+def test_a_larger_factor_is_promised_the_read_its_larger_batches_pay():
+    """Kinesis on the emulator read 900 records a slot in 0.27 s at factor 1 and 7,000 in 1.22 s
+    at 8: the duty a batch's cost leaves at factor 1 promised factor 8 a third more than it did.
+    The cost's read per record scales with the records a saturated batch reads; the rest stays."""
+    layout = Layout(topics={"orders": 4}, factor=1)
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe(batch(layout, rate=99))
+    for records in (900, 300, 900, 120, 900):  # saturated batches, and ones that kept up
+        admission.observe_read(records, 0.13 + 0.000156 * records)
+    admission.observe_cycle(cycle_s=3.6, slot_s=3.05, read_records=900, factor=1)
+    assert admission.overhead_s == pytest.approx(0.55)
+    assert admission.growing_read_s() == pytest.approx(0.000156 * 900)
+    assert admission.growing_read_s(8) == pytest.approx(0.000156 * 7200)
+    assert admission.duty() == admission.duty(1) == pytest.approx(3 / 3.55)
+    grown = 0.55 + 0.000156 * 900 * 7
+    assert admission.duty(8) == pytest.approx(3 / (3 + grown))
+    eight = Layout(topics={"orders": 4}, factor=8)
+    assert job_capacity(admission, eight) == pytest.approx(4 * 8 * 99 * 3 / (3 + grown))  # not 3 / 3.55
+    assert job_capacity(admission, layout) == pytest.approx(4 * 99 * 3 / 3.55)
+    # measured at 8, the same batches read from there: factor 1 pays less again
+    admission.observe_cycle(cycle_s=4.6, slot_s=3.05, read_records=7200, factor=8)
+    assert admission.growing_read_s(8) == pytest.approx(0.000156 * 7200)
+    assert admission.duty(1) > admission.duty(8)
+
+
+def test_without_a_read_measured_every_factor_pays_the_same_cost():
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_cycle(cycle_s=3.6, slot_s=3.0)
+    assert admission.growing_read_s() is None
+    assert admission.duty(1) == admission.duty(64) == pytest.approx(3 / 3.6)
+
+
 def test_the_job_capacity_stops_at_what_the_cores_do_at_the_cpu_a_record_costs():
     """Two tasks at 100/s whose records cost 8 ms of CPU each: on one core the job does 125/s,
     not 200/s; with no cores given (or no CPU measured) the tasks' rates alone."""

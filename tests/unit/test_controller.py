@@ -215,6 +215,23 @@ def test_evaluator_reads_the_pipelines_capacity_measurements():
     assert plain.cpu_ceiling is None
 
 
+def test_evaluator_scales_the_batches_read_to_each_factor():
+    """At factor 2 a batch costs 1 s, 0.4 s of it the read that grows with the records a
+    saturated batch reads: factor 8 reads four times as many and pays 0.6 + 1.6 s, factor 1
+    0.6 + 0.2 s. Without the read series every factor pays the 1 s measured at 2."""
+    names = [t.name for t in LAYOUT.virtual_tasks()]
+    series = {"task_saturated_rate": [({"task": n}, 100.0) for n in names],
+              "batch_deadline_seconds": [({}, 3.0)], "batch_overhead_seconds": [({}, 1.0)]}
+    obs = Evaluator().evaluate(samples(**series, batch_read_seconds=[({}, 0.4)]), LAYOUT).observation
+    duties = dict(zip(FACTORS, obs.duty_by_factor(), strict=True))
+    assert obs.duty == duties[2] == pytest.approx(0.75)
+    assert duties[8] == pytest.approx(3 / 5.2) and duties[1] == pytest.approx(3 / 3.8)
+    flat = Evaluator().evaluate(samples(**series), LAYOUT).observation
+    assert list(flat.duty_by_factor()) == pytest.approx([0.75] * len(FACTORS))
+    assert obs.capacity(8, 100.0) / flat.capacity(8, 100.0) == pytest.approx((3 / 5.2) / 0.75)
+    assert obs.capacity(2, 100.0) == pytest.approx(flat.capacity(2, 100.0))
+
+
 @pytest.mark.parametrize(("value", "ceiling"), [(3200.0, 3200.0), (0.0, None), (float("nan"), None),
                                                  (float("inf"), None), (-1.0, None)])
 def test_evaluator_reads_the_cores_ceiling_only_when_it_is_a_rate(value, ceiling):

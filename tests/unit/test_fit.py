@@ -126,6 +126,25 @@ def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
     assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)
 
 
+def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
+    """A run at F = 8 over 2 partitions whose batches cost 1.5 s, 1.1 s of it the read that
+    grows with the factor (`batch_read_seconds`): the replay's job pays 0.4 s + 1.1 s / 16 tasks
+    a task, so factor 1 pays 0.54 s. Without the read every factor pays the 1.5 s."""
+    series = run_series()
+    t = [START + i for i in range(61)]
+    series["factor"] = [({}, [(x, 8.0) for x in t])]
+    series["overhead"] = [({}, [(x, 1.5) for x in t])]
+    flat = fit_job(series)
+    assert flat.overhead(1) == flat.overhead(8) == pytest.approx(1.5)
+    series["read"] = [({}, [(x, 1.1) for x in t])]
+    job = fit_job(series)
+    assert job.batch_overhead_s == pytest.approx(0.4) and job.batch_overhead_per_task_s == pytest.approx(1.1 / 16)
+    assert job.overhead(8) == pytest.approx(1.5) and job.overhead(1) == pytest.approx(0.4 + 1.1 / 8)
+    shown = job.shown_duties(8, measured=True)
+    assert shown is not None and shown[FACTORS.index(1)] == pytest.approx(job.duty(1))
+    assert job.shown_duties(8, measured=False) is None and flat.shown_duties(8, measured=True) is None
+
+
 def test_the_load_is_read_from_the_watermarks_steps_where_the_step_happened():
     """A step from 100/s to 1,000/s at second 30, one watermark sample a second: the replayed load
     steps at 30, where a rate over a window would ramp from 30 to 33 and show it late."""
