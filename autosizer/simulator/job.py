@@ -279,6 +279,11 @@ class JobModel:
                 best = factor
         return best
 
+    def cost_words(self) -> str:
+        """A batch's fixed cost as a person reads it: `0.40 s` or `0.40 s + 4.3 ms a task`."""
+        per_task = f" + {self.batch_overhead_per_task_s * 1000:.1f} ms a task" if self.batch_overhead_per_task_s else ""
+        return f"{self.batch_overhead_s:.2f} s{per_task}"
+
     def overhead(self, factor: int) -> float:
         """A batch's fixed cost at `factor`: a base plus a share per virtual task."""
         return self.batch_overhead_s + self.batch_overhead_per_task_s * self.partitions * factor

@@ -140,6 +140,7 @@ def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
     job = fit_job(series)
     assert job.batch_overhead_s == pytest.approx(0.4) and job.batch_overhead_per_task_s == pytest.approx(1.1 / 16)
     assert job.overhead(8) == pytest.approx(1.5) and job.overhead(1) == pytest.approx(0.4 + 1.1 / 8)
+    assert job.cost_words() == "0.40 s + 68.8 ms a task" and flat.cost_words() == "1.50 s"
     shown = job.shown_duties(8, measured=True)
     assert shown is not None and shown[FACTORS.index(1)] == pytest.approx(job.duty(1))
     assert job.shown_duties(8, measured=False) is None and flat.shown_duties(8, measured=True) is None
