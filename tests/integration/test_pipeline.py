@@ -469,6 +469,33 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert any(overhead is not None for _, overhead in seen[first + 1:]), seen
 
 
+def test_a_job_that_kept_up_then_fell_behind_exports_what_its_reads_grow_by(pipeline, broker):
+    """Light batches (a few records each) and then saturated ones (a span each) read different
+    amounts, so the pipeline can tell a read's fixed part from what its records add, and it
+    exports the records' part of a saturated batch's cost: the part the daemon scales to each
+    factor (`elasticity.batch_cost`), so the duty it leaves a larger factor is no larger."""
+    store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
+    seen: list[bool] = []
+    agent.on_batch = lambda a, progress: seen.append(any(p.pending for p in progress))
+
+    def light_then_backlog(errors):
+        for wave in range(5):
+            count = len(seen)
+            broker.produce("orders", [(i % 2, b"k%d" % i, b"w%d-%d" % (wave, i)) for i in range(10)])
+            wait_until(lambda n=count: len(seen) > n, 60, f"the light wave {wave}'s batch", errors)
+        broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(3000)])
+
+    run_until(agent, lambda: sum(seen) >= 3 and agent.metrics.read_s is not None, "saturated batches' reads", 120,
+              meanwhile=light_then_backlog)
+    admission = agent.admission
+    read = admission.growing_read_s()
+    assert read is not None and read >= 0 and admission.overhead_s is not None
+    assert agent.metrics.read_s == pytest.approx(read)
+    names = {family.name for family in agent.metrics.collect()}
+    assert "autosizer_pipeline_batch_read_seconds" in names
+    assert admission.duty(8) <= admission.duty(1)
+
+
 def test_a_deadline_shorter_than_the_trigger_still_measures_the_fixed_cost(pipeline, broker):
     """With a deadline (0.1 s) shorter than the trigger's interval (0.3 s), a saturated job runs
     one batch a trigger: every saturated batch waits for its trigger after the one before, and
