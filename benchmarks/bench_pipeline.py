@@ -412,24 +412,24 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
     backlog of `seconds` at the factor's ordered bound with a 10 ms sleep a record. The same
     columns and goals for every source. Where a batch's time goes past the start: its cycle, and
     the part its slowest slot waited for its records (the source's cost, which the capacity model
-    counts in the batch's fixed cost). And what the first factor's run promised this one, as the
-    daemon sizes a scale-up from it, over what this one did past its start: with the cost
+    counts in the batch's fixed cost). And what the run at the factor before promised this one,
+    as the daemon sizes a scale-up from it, over what this one did past its start: with the cost
     measured there at every factor, and with the read scaled to this factor's batches."""
     per_task = 1 / 0.0101  # a 10 ms sleep measures 10.1 ms on these machines
     task = "task-per-thread bound vs F=1 | " if task_column else ""
     print(f"| F | records/s | vs F=1 | goal | lane bound vs F=1 | of the bound | {task}capacity model / measured | "
           "model / measured past the start | batches | longest batch s | batch cycle s (reading) | "
-          "first factor's prediction / measured: cost as measured, read scaled |", flush=True)
+          "the factor before's promise / measured: cost as measured, read scaled |", flush=True)
     print("| --- " * (12 + task_column) + "|", flush=True)
-    base = first = None
+    base = before = None
     for factor in factors:
         bound = ordered_bound(factor, keys, per_task, partition_of)
         run = run_case(factor, int(bound * seconds))
         base = base or (run.rate, bound)
-        first = first or run
         measured = run.settled or run.rate
-        predicted = (f"{first.predicted(factor, flat=True) / measured:.2f}, {first.predicted(factor) / measured:.2f}"
-                     if first is not run else "-")
+        predicted = (f"{before.predicted(factor, flat=True) / measured:.2f}, {before.predicted(factor) / measured:.2f}"
+                     if before is not None else "-")
+        before = run
         goal = {16: 12.8 if keys == KEYS else 9.6}.get(factor, 0.8 * factor)
         goal = min(goal, 9.6) if keys == FEW_KEYS else goal
         task = f"{task_bound(factor, keys, per_task) / base[1]:.2f}x | " if task_column else ""

@@ -35,10 +35,11 @@ class ReadCost:
     """What a slot's read of a batch costs: a part every batch pays whatever it reads (a
     GetShardIterator and a first GetRecords per Kinesis shard, a fetch's round trips) and a part
     per record. A line through recent batches' (records, seconds), weighted toward the newest.
-    Where their sizes hardly differ (a steady backlog reads the same span every batch) the line
-    cannot be told from its points, and nothing is said: the whole read per record would have
-    promised Kafka's factor 16 a fifth less than it did (its 0.06 s read at factor 1 is nearly all
-    the fetch's fixed part; 0.13 s at 16). Kinesis on the emulator (`bench_kinesis.py factor`):
+    Where their sizes hardly differ (a steady backlog reads the same span every batch), or the
+    reads scatter more than their records add, the line cannot be told from its points, and
+    nothing is said: the whole read per record would have promised Kafka's factor 16 a fifth
+    less than it did (its 0.06 s read at factor 1 is nearly all the fetch's fixed part; 0.13 s
+    at 16). Kinesis on the emulator (`bench_kinesis.py factor`):
     0.27 s for 900 records a slot at F = 1, 1.22 s for 7,000 at F = 8, about 0.13 s fixed and
     0.16 ms a record."""
 
