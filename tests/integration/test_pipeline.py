@@ -469,11 +469,13 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert any(overhead is not None for _, overhead in seen[first + 1:]), seen
 
 
-def test_a_job_that_kept_up_then_fell_behind_exports_what_its_reads_grow_by(pipeline, broker):
-    """Light batches (a few records each) and then saturated ones (a span each) read different
-    amounts, so the pipeline can tell a read's fixed part from what its records add, and it
-    exports the records' part of a saturated batch's cost: the part the daemon scales to each
-    factor (`elasticity.batch_cost`), so the duty it leaves a larger factor is no larger."""
+def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeline, broker):
+    """Light batches (a few records each) and then saturated ones (a span each): the slots'
+    reads reach the admission with their sizes (`ReadCost`), so a line can tell a read's fixed
+    part from what its records add where the two differ by more than the reads scatter. Kafka's
+    reads hardly grow (0.05 s at factor 1, 0.13 s at 16), so whether a line stands out here is
+    not the point; what the pipeline exports is what its admission holds, and a larger factor's
+    duty is never above a smaller one's."""
     store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
     seen: list[bool] = []
     agent.on_batch = lambda a, progress: seen.append(any(p.pending for p in progress))
@@ -485,14 +487,14 @@ def test_a_job_that_kept_up_then_fell_behind_exports_what_its_reads_grow_by(pipe
             wait_until(lambda n=count: len(seen) > n, 60, f"the light wave {wave}'s batch", errors)
         broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(3000)])
 
-    run_until(agent, lambda: sum(seen) >= 3 and agent.metrics.read_s is not None, "saturated batches' reads", 120,
-              meanwhile=light_then_backlog)
-    admission = agent.admission
-    read = admission.growing_read_s()
-    assert read is not None and read >= 0 and admission.overhead_s is not None
-    assert agent.metrics.read_s == pytest.approx(read)
+    run_until(agent, lambda: sum(seen) >= 3, "three saturated batches", 120, meanwhile=light_then_backlog)
+    admission, cost = agent.admission, agent.admission.read_cost
+    mean = cost.records / cost.weight
+    assert cost.records_sq / cost.weight - mean**2 > (0.2 * mean) ** 2, "light and saturated reads, both seen"
+    assert admission.saturated_read is not None and admission.saturated_read > 10 * 5
+    assert agent.metrics.read_s == admission.growing_read_s(1)
     names = {family.name for family in agent.metrics.collect()}
-    assert "autosizer_pipeline_batch_read_seconds" in names
+    assert ("autosizer_pipeline_batch_read_seconds" in names) == (agent.metrics.read_s is not None)
     assert admission.duty(8) <= admission.duty(1)
 
 
