@@ -210,7 +210,7 @@ def _scrapes(read: Series, scraped: Series) -> tuple[list[float], list[float]]:
     return ages, gaps
 
 
-def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]:
+def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float | bool]:
     """A batch's fixed cost as base + per task: a least-squares line through the overhead samples
     against the task count when each was taken (more tasks: more to launch, to commit and to
     read). With one factor in the run (or a line that falls), the median, of which the part the
@@ -225,6 +225,7 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]
     samples = _points(series.get("overhead", ()))
     if not samples:
         return {}
+    shown = any(v > 0 for _, v in _points(series.get("read", ())))  # the daemon scaled the read
     factors = _points(series.get("factor", ()))
     times = np.array([t for t, _ in factors])
 
@@ -236,13 +237,15 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float]
     if len(set(tasks)) >= 2:
         slope, base = np.polyfit(np.array(tasks, dtype=np.float64), np.array(values), 1)
         if slope > 0 and base >= 0:
-            return {"batch_overhead_s": float(base), "batch_overhead_per_task_s": float(slope)}
+            return {"batch_overhead_s": float(base), "batch_overhead_per_task_s": float(slope),
+                    "read_growth_shown": shown}
     overhead = float(statistics.median(v for _, v in samples if v >= 0))
     reads = [v / tasks_at(t) for t, v in _points(series.get("read", ())) if factors and v > 0]
     if reads and tasks:
         running = float(statistics.median(tasks))
         read = min(overhead, float(statistics.median(reads)) * running)
-        return {"batch_overhead_s": overhead - read, "batch_overhead_per_task_s": read / running}
+        return {"batch_overhead_s": overhead - read, "batch_overhead_per_task_s": read / running,
+                "read_growth_shown": shown}
     return {"batch_overhead_s": overhead}
 
 

@@ -140,6 +140,10 @@ class JobModel:
     # pipeline skips that batch since session 46). The daemon's duty reads it until the run
     # measures its own.
     overhead_shown_at_start_s: float | None = None
+    # Whether the daemon sees the per-task part of the cost as the batches' read that grows with
+    # the factor: the real pipeline exports it (`batch_read_seconds`) only where its reads show a
+    # slope that stands out, and the real daemon scales nothing otherwise. A fitted run says.
+    read_growth_shown: bool = False
     # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
     # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
     timezone: str = "UTC"
@@ -306,10 +310,13 @@ class JobModel:
 
     def shown_duties(self, factor: int, measured: bool) -> np.ndarray | None:
         """The duty the daemon reads at each factor in FACTORS while the job runs at `factor`:
-        once a batch's cost is measured, the job's own at each (its per-task part is what a
-        larger factor pays more of, as a batch's read is: `elasticity.batch_cost`); before,
-        None (`shown_duty` at every factor)."""
+        once a batch's cost is measured, and where the pipeline showed its read growing
+        (`read_growth_shown`), the job's own at each (its per-task part is what a larger factor
+        pays more of, as a batch's read is: `elasticity.batch_cost`); else None (`shown_duty` at
+        every factor, as the real daemon reads it without the read)."""
         if not (measured or not self.batch_seconds) or not self.batch_overhead_per_task_s:
+            return None
+        if not self.read_growth_shown:
             return None
         return np.array([self.duty(f) for f in FACTORS])
 

@@ -124,6 +124,8 @@ def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
     job = fit_job(series)
     assert job.batch_overhead_s == pytest.approx(0.5) and job.batch_overhead_per_task_s == pytest.approx(0.005)
     assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)
+    # the pipeline exported no read: the real daemon scaled nothing, and the replay's does not
+    assert not job.read_growth_shown and job.shown_duties(2, measured=True) is None
 
 
 def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
