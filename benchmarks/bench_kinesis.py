@@ -1,9 +1,9 @@
 """Kinesis: the source's throughput with bucketing, the re-shard pause, and throughput against
 the factor, on the emulator.
 
-Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [parse]
+Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [rise] [parse]
 [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15] (no part
-named: all four)
+named: all five; `rise` takes the first of --keys)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -23,7 +23,14 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    15 s of backlog (Kafka's table: F = 16, 30 s): the emulator takes a stream's writes slower the
    longer it is, about with the square of its length (11,856 records in 9 s, 23,713 in 31 s,
    47,427 in 179 s), so F = 16's 30 s, 190,000 records, would take most of an hour to write.
-4. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
+4. Rise: the promise a scale-up reads. A daemon scales a job up from what it measured at the
+   running factor, and a batch's read grows with the factor (`elasticity/batch_cost.py`), which
+   the pipeline can tell only from reads of different sizes. Two factor-1 runs: one keeps up
+   (half its bound for 30 s, batches of what arrived) and then falls behind (`--seconds` of its
+   bound at once), one starts on a steady backlog; after each batch that left work behind, what
+   its measurements promise each larger factor of `--factors`, over what that factor then does
+   draining a backlog (past its start), with the cost as measured and with the read scaled.
+5. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
    which reads every record again), with botocore's timestamp parser and with the pipeline's
    (`kinesis_source.utc_time`), side by side on the same 12,000 records in one run.
 """
@@ -47,7 +54,7 @@ for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", 
                       ("AWS_DEFAULT_REGION", "us-east-1")):
     os.environ.setdefault(_name, _value)  # the emulator's; before Spark starts its workers
 
-from bench_pipeline import FEW_KEYS, drain, factor_table  # noqa: E402
+from bench_pipeline import FEW_KEYS, drain, factor_table, ordered_bound, rise_feed, rise_table  # noqa: E402
 
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
@@ -104,17 +111,31 @@ class Run:
             raise SystemExit("the emulator routed a key to another shard than its MD5 range: fix shard_of")
         return stream
 
-    def factor_run(self, factor: int, records: int, keys: int):
+    def factor_run(self, factor: int, records: int, keys: int, promise_to: tuple[int, ...] = ()):
         """The pipeline at `PipelineConfig`'s defaults draining a fresh backlog at `factor`."""
+        return self._drain(factor, records, self.backlog(records, keys), promise_to=promise_to)
+
+    def rise_run(self, light_rate: int, light_s: int, burst: int, keys: int, promise_to: tuple[int, ...]):
+        """The pipeline at factor 1 on a stream written `light_rate` records a second for
+        `light_s` seconds (it keeps up), then `burst` records at once (it falls behind)."""
+        stream = f"s{uuid.uuid4().hex[:8]}"
+        self.kinesis.create_stream(stream, SHARDS)
+
+        def write(first: int, count: int) -> None:
+            self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(first, first + count)])
+
+        feed = rise_feed(write, light_rate, light_s, burst)
+        return self._drain(1, light_rate * light_s + burst, stream, feed, promise_to)
+
+    def _drain(self, factor: int, records: int, stream: str, feed=None, promise_to: tuple[int, ...] = ()):
         from autosizer.pipeline.agent import PipelineConfig
 
-        stream = self.backlog(records, keys)
         job = f"bench-{uuid.uuid4().hex[:6]}"
         config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap="", source="kinesis",
                                 kinesis_endpoint=self.kinesis.endpoint)
         try:
             return drain(self.spark, config, Layout(topics={stream: SHARDS}, factor=factor, source="kinesis"),
-                         sleep_10ms, FileSink(self.workdir / job), records)
+                         sleep_10ms, FileSink(self.workdir / job), records, feed=feed, promise_to=promise_to)
         finally:  # the emulator keeps every record in memory, and takes writes slower the more it holds
             self.kinesis.client().delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
 
@@ -221,7 +242,7 @@ def shard_of(keys: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "parse"])
+    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "rise", "parse"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
@@ -232,7 +253,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging(level="warning")
     spark = None
-    if {"throughput", "reshard", "factor"} & set(args.which):  # `parse` alone needs no Spark
+    if {"throughput", "reshard", "factor", "rise"} & set(args.which):  # `parse` alone needs no Spark
         from pyspark.sql import SparkSession
 
         spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
@@ -260,6 +281,12 @@ def main() -> None:
                       "default settings", flush=True)
                 factor_table(lambda factor, records, keys=keys: run.factor_run(factor, records, keys),
                              keys, args.factors, args.seconds, partition_of=shard_of(keys))
+        if "rise" in args.which:
+            keys = args.keys[0]
+            rise_table(lambda light, seconds, burst, to: run.rise_run(light, seconds, burst, keys, to),
+                       lambda factor, records, to=(): run.factor_run(factor, records, keys, to),
+                       lambda factor: ordered_bound(factor, keys, 1 / 0.0101, shard_of(keys)),
+                       tuple(f for f in args.factors if f > 1), args.seconds, f"{SHARDS} shards, {keys:,} keys")
         if "parse" in args.which:
             print(f"\n## read CPU a record: 12,000 records, {SHARDS} shards, 100-byte values", flush=True)
             stream = run.backlog(12_000)

@@ -1,7 +1,8 @@
 """Pipeline benchmarks, each measured side by side in one run (one SparkSession, one broker).
 
-Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [cpu] [trivial] [source] [downtime]
-[unordered] [sink] (no argument: all seven). Spark local[2]; the backlog is produced before each measurement, and a
+Run: .venv/bin/python benchmarks/bench_pipeline.py [factor] [rise] [cpu] [trivial] [source] [downtime]
+[unordered] [sink] (no argument: all eight; `rise` takes the first of --keys, --factors the
+factors it promises, default 2 8 16). Spark local[2]; the backlog is produced before each measurement, and a
 rate is records after the first committed batch / time from the first to the last commit, the
 whole backlog drained. The pipeline always runs with `PipelineConfig`'s defaults (what `autosizer
 pipeline run` uses): nothing is tuned per factor or per case.
@@ -19,7 +20,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ FEW_KEYS = 200
 # drift apart (more than a batch's span at any factor measured: 6,300 records at F = 16)
 APART = 100_000
 APART_PARTITIONS = (0, 1)  # as `examples/demo.py`'s `apart`
+RISE_LIGHT_S = 30  # `rise`: seconds the job keeps up before it falls behind
 
 
 def sleep_10ms(record):
@@ -83,7 +85,7 @@ class Bench:
         return name
 
     def run_pipeline(self, process, factor: int, records: int, keys: int = KEYS, sink: str = "file",
-                     apart: int = 0) -> Run:
+                     apart: int = 0, promise_to: tuple[int, ...] = ()) -> Run:
         """Drain a backlog with the pipeline at its default settings, into Parquet files or, with
         `sink="kafka"`, a 4-partition topic (both exactly once). With `apart`, the job starts
         where a job before it left partitions 0 and 1, that many offsets past the others, as the
@@ -99,7 +101,23 @@ class Bench:
         if apart:
             start = Checkpoints.from_partition_offsets(
                 layout, {(topic, p): apart if p in APART_PARTITIONS else 0 for p in range(PARTITIONS)})
-        return drain(self.spark, config, layout, process, self._sink(sink, job), records, start)
+        return drain(self.spark, config, layout, process, self._sink(sink, job), records, start,
+                     promise_to=promise_to)
+
+    def rise_pipeline(self, light_rate: int, light_s: int, burst: int, keys: int, promise_to: tuple[int, ...]) -> Run:
+        """The pipeline at factor 1 and its default settings on a topic written `light_rate`
+        records a second for `light_s` seconds (it keeps up), then `burst` at once (it falls
+        behind), 10 ms of sleep a record."""
+        from autosizer.pipeline.agent import PipelineConfig
+
+        topic = f"t{uuid.uuid4().hex[:8]}"
+        self.broker.create_topic(topic, PARTITIONS)
+        job = f"bench-{uuid.uuid4().hex[:6]}"
+        config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap)
+        feed = rise_feed(lambda first, count: produce_backlog(self.broker, topic, count, keys, first),
+                         light_rate, light_s, burst)
+        return drain(self.spark, config, Layout(topics={topic: PARTITIONS}, factor=1), sleep_10ms,
+                     self._sink("file", job), light_rate * light_s + burst, feed=feed, promise_to=promise_to)
 
     def _sink(self, kind: str, job: str) -> FileSink | KafkaSink:
         if kind == "file":
@@ -266,26 +284,36 @@ class Bench:
         return downtimes
 
 
-def drain(spark, config, layout: Layout, process, sink, records: int, start=None) -> Run:
+def drain(spark, config, layout: Layout, process, sink, records: int, start=None, feed=None,
+          promise_to: tuple[int, ...] = ()) -> Run:
     """Drain `records` already in the source under `layout` from the checkpoints `start` (default:
     the source's start), timing each commit and keeping the capacity the pipeline showed after
-    it: one measuring loop for every source, so a Kafka and a Kinesis figure mean the same thing."""
+    it: one measuring loop for every source, so a Kafka and a Kinesis figure mean the same thing.
+    With `feed`, the records are not there yet: `feed()` writes them, on a thread, once the
+    pipeline runs. With `promise_to`, after each batch that left work behind (the job behind,
+    when a daemon scales up), what the pipeline's measurements promise each of those factors."""
     from autosizer.pipeline.agent import PipelineAgent
 
     MetadataStore(config.redis_url, config.job).init_layout(layout, start)
     commits: list[tuple[float, int]] = []
     shown: list[float] = []  # the capacity the pipeline exported after each batch
     reading: list[float] = []  # each batch's slowest read of a slot's records (slot_read_seconds)
+    promises: list[dict[int, tuple[float, float]]] = []
 
     def on_batch(agent, progress) -> None:
         commits.append((time.perf_counter(), sum(p.records for p in progress)))
         shown.append(job_capacity(agent.admission, layout))
         reading.append(max((s.read_seconds for s in agent.metrics.slots.values()), default=0.0))
+        if promise_to and any(p.pending for p in progress):
+            promises.append({f: (promise(agent.admission, layout, f, flat=True), promise(agent.admission, layout, f))
+                             for f in promise_to})
 
     agent = PipelineAgent(spark, config, process, sink, on_batch=on_batch)
     stop = threading.Event()
     runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
     runner.start()
+    if feed is not None:
+        threading.Thread(target=feed, daemon=True).start()
     while sum(n for _, n in commits) < records:
         if not runner.is_alive():  # the agent failed; its traceback is on stderr
             agent.close()
@@ -302,16 +330,17 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
                spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),
                statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0,
                statistics.median(durations[1:-1]) if len(durations) >= 3 else 0.0,
-               statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0, agent.admission, layout)
+               statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0, agent.admission, layout, promises)
 
 
-def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int) -> None:
-    """`records` keyed records, key `i` in partition `i % 4`, every key equally often (batched)."""
+def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int, first: int = 0) -> None:
+    """`records` keyed records from the `first`, key `i` in partition `i % 4`, every key equally
+    often (batched)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50,
                          "batch.num.messages": 10000, "log_level": 0})
-    for i in range(records):
+    for i in range(first, first + records):
         key = i % keys
         producer.produce(topic, key=b"key-%d" % key, value=b"%d" % i, partition=key % PARTITIONS)
         if i % 10000 == 0:
@@ -334,19 +363,26 @@ class Run:
     read_s: float = 0.0  # of which its slowest slot spent getting its records (median)
     admission: Any = None  # what the pipeline measured, to predict another factor from
     layout: Layout | None = None
+    # after each batch that left work behind: factor -> its promise (cost as measured, read scaled)
+    promises: list[dict[int, tuple[float, float]]] = field(default_factory=list)
 
     def predicted(self, factor: int, flat: bool = False) -> float:
-        """The capacity this run's measurements promise `factor`, as the daemon reads them:
-        the read a batch pays scaled to the factor's batches (`Admission.duty`), or with `flat`
-        the cost measured here at every factor (the daemon before session 54)."""
+        """The capacity this run's measurements promise `factor` at its end (`promise`)."""
         assert self.admission is not None and self.layout is not None
-        there = Layout(topics=self.layout.topics, factor=factor, source=self.layout.source)
-        capacity = job_capacity(self.admission, there)
-        return capacity * self.admission.duty() / self.admission.duty(factor) if flat else capacity
+        return promise(self.admission, self.layout, factor, flat)
 
     def cpu_ceiling(self) -> float:
         """The policy's cap at any factor: duty x cores / CPU per record (`Observation`)."""
         return self.duty * self.cores / self.cpu_per_record
+
+
+def promise(admission, layout: Layout, factor: int, flat: bool = False) -> float:
+    """The capacity a job's measurements promise `factor`, as the daemon reads them: the read a
+    batch pays scaled to the factor's batches (`Admission.duty`), or with `flat` the cost
+    measured at the running factor at every factor (the daemon before session 54)."""
+    there = Layout(topics=layout.topics, factor=factor, source=layout.source)
+    capacity = job_capacity(admission, there)
+    return capacity * admission.duty() / admission.duty(factor) if flat else capacity
 
 
 def ordered_bound(factor: int, keys: int, per_task: float, partition_of=None) -> float:
@@ -439,10 +475,56 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
               f"{run.longest_gap:.1f} | {run.cycle_s:.2f} ({run.read_s:.2f}) | {predicted} |", flush=True)
 
 
+def rise_feed(write, light_rate: int, light_s: int, burst: int):
+    """A feed for `drain`: `light_rate` records a second for `light_s` seconds (a job keeping up),
+    then `burst` at once (it falls behind). `write(first, count)` writes records `first` on."""
+
+    def feed() -> None:
+        began = time.perf_counter()
+        for second in range(light_s):
+            write(second * light_rate, light_rate)
+            time.sleep(max(0.0, began + second + 1 - time.perf_counter()))
+        write(light_s * light_rate, burst)
+
+    return feed
+
+
+def rise_table(rise_case, factor_case, bound, targets: tuple[int, ...], seconds: float, what: str) -> None:
+    """`promise_table` for two factor-1 runs: `rise_case(light_rate, light_s, burst, targets)`
+    keeps up at half the factor's bound for RISE_LIGHT_S, then falls behind by `seconds` of it;
+    `factor_case(factor, records, targets)` drains a backlog. Each target factor then drains
+    `seconds` of its `bound(factor)`."""
+    light, burst = int(bound(1) / 2), int(bound(1) * seconds)
+    print(f"\n## the promise a scale-up reads: factor 1 behind after keeping up ({light}/s for {RISE_LIGHT_S} s, "
+          f"then {burst:,} at once) and on a steady backlog, against each factor draining a backlog; sleep 10 ms "
+          f"per record, {what}, default settings", flush=True)
+    starts = {"keeping up": rise_case(light, RISE_LIGHT_S, burst, targets),
+              "a backlog": factor_case(1, burst, targets)}
+    promise_table(starts, {f: factor_case(f, int(bound(f) * seconds)) for f in targets})
+
+
+def promise_table(starts: dict[str, Run], runs: dict[int, Run], skip: int = 2) -> None:
+    """What each factor-1 run promised the larger factors while it was behind (the promise a
+    daemon scales up on), over what each did past its start: the cost as measured at factor 1,
+    and the read scaled to the factor's batches. The median over the batches behind, past the
+    `skip` first (a fixed cost needs two batches behind in a row), with its range."""
+    print("| F | records/s past the start | " + " | ".join(
+        f"promise from {name} / measured: cost as measured, read scaled" for name in starts) + " |", flush=True)
+    print("| --- " * (2 + len(starts)) + "|", flush=True)
+    for factor, run in runs.items():
+        measured = run.settled or run.rate
+        cells = []
+        for start in starts.values():
+            behind = start.promises[skip:] or start.promises
+            ratios = [[p[factor][i] / measured for p in behind] for i in (0, 1)]
+            cells.append(", ".join(f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios))
+        print(f"| {factor} | {measured:,.0f} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("which", nargs="*",
-                        default=["factor", "cpu", "trivial", "source", "downtime", "unordered", "sink"])
+                        default=["factor", "rise", "cpu", "trivial", "source", "downtime", "unordered", "sink"])
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="backlog per run, in seconds at the factor's ordered bound")
     parser.add_argument("--factors", type=int, nargs="+",
@@ -474,6 +556,12 @@ def main() -> None:
                 factor_table(lambda factor, records, keys=keys: bench.run_pipeline(
                                  sleep_10ms, factor, records, keys, apart=args.apart),
                              keys, factors, args.seconds, task_column=True)
+        if "rise" in args.which:
+            keys = args.keys[0]
+            rise_table(lambda light, seconds, burst, to: bench.rise_pipeline(light, seconds, burst, keys, to),
+                       lambda factor, records, to=(): bench.run_pipeline(sleep_10ms, factor, records, keys, promise_to=to),
+                       lambda factor: ordered_bound(factor, keys, 1 / 0.0101), tuple(args.factors or (2, 8, 16)),
+                       args.seconds, f"4 partitions, {keys:,} keys")
         if "cpu" in args.which:
             print("\n## CPU-bound work: pure Python, ~2 ms of a core per record, 4 partitions, "
                   f"{KEYS:,} keys, {spark.sparkContext.defaultParallelism} cores, default settings", flush=True)
