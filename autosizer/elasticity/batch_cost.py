@@ -15,9 +15,12 @@ Pure: the pipeline's admission, the daemon's evaluator and the simulator's job s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 READ_MEMORY = 0.9  # weight a batch's read keeps per batch after it
+READ_WINDOW = 32  # the reads a line is drawn through (the oldest weighs 0.9^31 = 0.04)
 MIN_SPREAD = 0.2  # the records' coefficient of variation a line through the reads needs
 SIGNIFICANT = 2.0  # standard errors a slope must stand above 0 to be believed
 
@@ -30,6 +33,33 @@ def batch_duty(deadline_s: float | None, overhead_s: float | None) -> float:
     return deadline_s / (deadline_s + overhead_s)
 
 
+@dataclass(frozen=True)
+class _Line:
+    """A weighted least-squares line through (records, seconds): its slope, and whether the
+    points tell it (sizes spread enough, the slope SIGNIFICANT standard errors above flat)."""
+
+    slope: float
+    told: bool
+
+
+def _fit_line(points: Sequence[tuple[float, float, float]]) -> _Line:
+    """The line through (records, seconds, weight) points."""
+    w = sum(weight for _, _, weight in points)
+    if not w:
+        return _Line(0.0, False)
+    mean_x = sum(x * weight for x, _, weight in points) / w
+    mean_y = sum(y * weight for _, y, weight in points) / w
+    var_x = sum(weight * (x - mean_x) ** 2 for x, _, weight in points) / w
+    if var_x <= (MIN_SPREAD * mean_x) ** 2:
+        return _Line(0.0, False)
+    slope = sum(weight * (x - mean_x) * (y - mean_y) for x, y, weight in points) / w / var_x
+    n = w * w / sum(weight * weight for _, _, weight in points)  # the batches the weights amount to
+    if n <= 2:
+        return _Line(slope, False)
+    residual = sum(weight * (y - mean_y - slope * (x - mean_x)) ** 2 for x, y, weight in points) / w
+    return _Line(slope, slope > SIGNIFICANT * math.sqrt(residual / (n - 2) / var_x))
+
+
 @dataclass
 class ReadCost:
     """What a slot's read of a batch costs: a part every batch pays whatever it reads (a
@@ -39,53 +69,56 @@ class ReadCost:
     reads scatter more than their records add, the line cannot be told from its points, and
     nothing is said: the whole read per record would have promised Kafka's factor 16 a fifth
     less than it did (its 0.06 s read at factor 1 is nearly all the fetch's fixed part; 0.13 s
-    at 16). Kinesis on the emulator (`bench_kinesis.py factor`):
-    0.27 s for 900 records a slot at F = 1, 1.22 s for 7,000 at F = 8, about 0.13 s fixed and
-    0.16 ms a record."""
+    at 16). Nor is a line one batch draws: a Kinesis job that kept up, then fell behind, read
+    200-650 records in 0.16-0.43 s and then 873 in 2.67 s, its read waiting while the emulator
+    took the backlog's 5,928 writes; that batch alone drew a slope that promised factor 8 0.61
+    of what it did (`bench_kinesis.py rise`). Kinesis on the emulator (`bench_kinesis.py
+    factor`): 0.27 s for 900 records a slot at F = 1, 1.22 s for 7,000 at F = 8."""
 
-    weight: float = 0.0
-    weight_sq: float = 0.0
-    records: float = 0.0
-    seconds: float = 0.0
-    records_sq: float = 0.0
-    seconds_sq: float = 0.0
-    product: float = 0.0
+    reads: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=READ_WINDOW))
 
     def observe(self, records: int, seconds: float) -> None:
-        if records <= 0 or not math.isfinite(seconds) or seconds < 0:
-            return
-        keep = READ_MEMORY
-        self.weight = keep * self.weight + 1
-        self.weight_sq = keep * keep * self.weight_sq + 1
-        self.records = keep * self.records + records
-        self.seconds = keep * self.seconds + seconds
-        self.records_sq = keep * self.records_sq + records * records
-        self.seconds_sq = keep * self.seconds_sq + seconds * seconds
-        self.product = keep * self.product + records * seconds
+        if records > 0 and math.isfinite(seconds) and seconds >= 0:
+            self.reads.append((records, seconds))
+
+    def _points(self) -> list[tuple[float, float, float]]:
+        newest = len(self.reads) - 1
+        return [(x, y, READ_MEMORY ** (newest - i)) for i, (x, y) in enumerate(self.reads)]
+
+    def records_cv(self) -> float:
+        """How much the recent reads' sizes differ: their weighted coefficient of variation."""
+        points = self._points()
+        w = sum(weight for _, _, weight in points)
+        if not w:
+            return 0.0
+        mean = sum(x * weight for x, _, weight in points) / w
+        return math.sqrt(sum(weight * (x - mean) ** 2 for x, _, weight in points) / w) / mean
 
     def per_record(self) -> float | None:
         """Seconds a record adds to a read: the line's slope, or None where the batches cannot
         tell it (then a larger factor is promised what this one pays): their sizes too alike,
-        or the slope within SIGNIFICANT standard errors of nothing (Kafka's reads at factor 1
+        the slope within SIGNIFICANT standard errors of nothing (Kafka's reads at factor 1
         scatter by 0.01-0.02 s around 0.05 s, and a line through them and the backlog's last
-        batch promised factor 64 0.86 of what it did). A line that starts below nothing is
-        noise too: the slope is at most the whole read per record."""
-        if not self.weight:
+        batch promised factor 64 0.86 of what it did), or the line gone without any one batch.
+        Otherwise the least slope a batch's absence leaves, at most the whole read per record
+        (a line that starts below nothing is noise too)."""
+        points = self._points()
+        whole = _fit_line(points)
+        if not whole.told:
             return None
-        w = self.weight
-        mean_x, mean_y = self.records / w, self.seconds / w
-        var_x = self.records_sq / w - mean_x**2
-        if var_x <= (MIN_SPREAD * mean_x) ** 2:
-            return None
-        slope = (self.product / w - mean_x * mean_y) / var_x
-        n = w * w / self.weight_sq  # the batches the weights amount to
-        if n <= 2:
-            return None
-        residual = max(0.0, self.seconds_sq / w - mean_y**2 - slope * (self.product / w - mean_x * mean_y))
-        error = math.sqrt(residual / (n - 2) / var_x)
-        if slope <= SIGNIFICANT * error:
-            return None
-        return min(slope, mean_y / mean_x)
+        slopes = [whole.slope]
+        for i in range(len(points)):
+            line = _fit_line(points[:i] + points[i + 1:])
+            if not line.told:
+                return None
+            slopes.append(line.slope)
+        return min(*slopes, self.whole_per_record())
+
+    def whole_per_record(self) -> float:
+        """The recent reads' seconds over their records (weighted): a read's fixed part and all."""
+        points = self._points()
+        records = sum(x * weight for x, _, weight in points)
+        return sum(y * weight for _, y, weight in points) / records if records else 0.0
 
 
 def overhead_at(overhead_s: float, read_s: float | None, running: int, factor: int) -> float:
