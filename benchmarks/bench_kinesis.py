@@ -25,11 +25,13 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    47,427 in 179 s), so F = 16's 30 s, 190,000 records, would take most of an hour to write.
 4. Rise: the promise a scale-up reads. A daemon scales a job up from what it measured at the
    running factor, and a batch's read grows with the factor (`elasticity/batch_cost.py`), which
-   the pipeline can tell only from reads of different sizes. Two factor-1 runs: one keeps up
-   (half its bound for 30 s, batches of what arrived) and then falls behind (`--seconds` of its
-   bound at once), one starts on a steady backlog; after each batch that left work behind, what
-   its measurements promise each larger factor of `--factors`, over what that factor then does
-   draining a backlog (past its start), with the cost as measured and with the read scaled.
+   the pipeline can tell only from reads of different sizes. Three runs a scale-up starts from:
+   at factor 1, one keeps up (half its bound for 30 s, batches of what arrived) and then falls
+   behind (`--seconds` of its bound at once), one starts on a steady backlog; and one drains a
+   backlog at factor 1 and is rescaled to 4 in its driver after 5 batches (reads at two
+   factors). After each batch that left work behind, what its measurements promise each larger
+   factor of `--factors`, over what that factor then does draining a backlog (past its start),
+   with the cost as measured and with the read scaled.
 5. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
    which reads every record again), with botocore's timestamp parser and with the pipeline's
    (`kinesis_source.utc_time`), side by side on the same 12,000 records in one run.
@@ -54,7 +56,16 @@ for _name, _value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", 
                       ("AWS_DEFAULT_REGION", "us-east-1")):
     os.environ.setdefault(_name, _value)  # the emulator's; before Spark starts its workers
 
-from bench_pipeline import FEW_KEYS, drain, factor_table, ordered_bound, rise_feed, rise_table  # noqa: E402
+from bench_pipeline import (  # noqa: E402
+    FEW_KEYS,
+    RESCALE_AFTER,
+    RESCALED,
+    drain,
+    factor_table,
+    ordered_bound,
+    rise_feed,
+    rise_table,
+)
 
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
@@ -115,6 +126,12 @@ class Run:
         """The pipeline at `PipelineConfig`'s defaults draining a fresh backlog at `factor`."""
         return self._drain(factor, records, self.backlog(records, keys), promise_to=promise_to)
 
+    def rescaled_run(self, records: int, keys: int, promise_to: tuple[int, ...]):
+        """A backlog drained at factor 1, rescaled to RESCALED in its driver after RESCALE_AFTER
+        batches (`drain`'s `rescale_to`)."""
+        return self._drain(1, records, self.backlog(records, keys), promise_to=promise_to,
+                           rescale_to=(RESCALE_AFTER, RESCALED))
+
     def rise_run(self, light_rate: int, light_s: int, burst: int, keys: int, promise_to: tuple[int, ...]):
         """The pipeline at factor 1 on a stream written `light_rate` records a second for
         `light_s` seconds (it keeps up), then `burst` records at once (it falls behind)."""
@@ -127,7 +144,8 @@ class Run:
         feed = rise_feed(write, light_rate, light_s, burst)
         return self._drain(1, light_rate * light_s + burst, stream, feed, promise_to)
 
-    def _drain(self, factor: int, records: int, stream: str, feed=None, promise_to: tuple[int, ...] = ()):
+    def _drain(self, factor: int, records: int, stream: str, feed=None, promise_to: tuple[int, ...] = (),
+               rescale_to: tuple[int, int] | None = None):
         from autosizer.pipeline.agent import PipelineConfig
 
         job = f"bench-{uuid.uuid4().hex[:6]}"
@@ -135,7 +153,8 @@ class Run:
                                 kinesis_endpoint=self.kinesis.endpoint)
         try:
             return drain(self.spark, config, Layout(topics={stream: SHARDS}, factor=factor, source="kinesis"),
-                         sleep_10ms, FileSink(self.workdir / job), records, feed=feed, promise_to=promise_to)
+                         sleep_10ms, FileSink(self.workdir / job), records, feed=feed, promise_to=promise_to,
+                         rescale_to=rescale_to)
         finally:  # the emulator keeps every record in memory, and takes writes slower the more it holds
             self.kinesis.client().delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
 
@@ -286,7 +305,8 @@ def main() -> None:
             rise_table(lambda light, seconds, burst, to: run.rise_run(light, seconds, burst, keys, to),
                        lambda factor, records, to=(): run.factor_run(factor, records, keys, to),
                        lambda factor: ordered_bound(factor, keys, 1 / 0.0101, shard_of(keys)),
-                       tuple(f for f in args.factors if f > 1), args.seconds, f"{SHARDS} shards, {keys:,} keys")
+                       tuple(f for f in args.factors if f > 1), args.seconds, f"{SHARDS} shards, {keys:,} keys",
+                       lambda records, to: run.rescaled_run(records, keys, to))
         if "parse" in args.which:
             print(f"\n## read CPU a record: 12,000 records, {SHARDS} shards, 100-byte values", flush=True)
             stream = run.backlog(12_000)

@@ -43,6 +43,7 @@ FEW_KEYS = 200
 APART = 100_000
 APART_PARTITIONS = (0, 1)  # as `examples/demo.py`'s `apart`
 RISE_LIGHT_S = 30  # `rise`: seconds the job keeps up before it falls behind
+RESCALED, RESCALE_AFTER = 4, 5  # `rise`: the factor a job is rescaled to in its driver, after this many batches
 
 
 def sleep_10ms(record):
@@ -118,6 +119,17 @@ class Bench:
                          light_rate, light_s, burst)
         return drain(self.spark, config, Layout(topics={topic: PARTITIONS}, factor=1), sleep_10ms,
                      self._sink("file", job), light_rate * light_s + burst, feed=feed, promise_to=promise_to)
+
+    def rescaled_pipeline(self, records: int, keys: int, promise_to: tuple[int, ...]) -> Run:
+        """A backlog drained at factor 1, rescaled to RESCALED in its driver after RESCALE_AFTER
+        batches (`drain`'s `rescale_to`), 10 ms of sleep a record."""
+        from autosizer.pipeline.agent import PipelineConfig
+
+        topic = self.topic(records, keys)
+        job = f"bench-{uuid.uuid4().hex[:6]}"
+        config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap=self.broker.bootstrap)
+        return drain(self.spark, config, Layout(topics={topic: PARTITIONS}, factor=1), sleep_10ms,
+                     self._sink("file", job), records, promise_to=promise_to, rescale_to=(RESCALE_AFTER, RESCALED))
 
     def _sink(self, kind: str, job: str) -> FileSink | KafkaSink:
         if kind == "file":
@@ -285,13 +297,15 @@ class Bench:
 
 
 def drain(spark, config, layout: Layout, process, sink, records: int, start=None, feed=None,
-          promise_to: tuple[int, ...] = ()) -> Run:
+          promise_to: tuple[int, ...] = (), rescale_to: tuple[int, int] | None = None) -> Run:
     """Drain `records` already in the source under `layout` from the checkpoints `start` (default:
     the source's start), timing each commit and keeping the capacity the pipeline showed after
     it: one measuring loop for every source, so a Kafka and a Kinesis figure mean the same thing.
     With `feed`, the records are not there yet: `feed()` writes them, on a thread, once the
     pipeline runs. With `promise_to`, after each batch that left work behind (the job behind,
-    when a daemon scales up), what the pipeline's measurements promise each of those factors."""
+    when a daemon scales up), what the pipeline's measurements promise each of those factors.
+    With `rescale_to` (batches, factor), the job is rescaled in its driver after that many
+    batches, as the daemon's `restart-in-driver` does it, and promises only from then on."""
     from autosizer.pipeline.agent import PipelineAgent
 
     MetadataStore(config.redis_url, config.job).init_layout(layout, start)
@@ -304,16 +318,31 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
         commits.append((time.perf_counter(), sum(p.records for p in progress)))
         shown.append(job_capacity(agent.admission, layout))
         reading.append(max((s.read_seconds for s in agent.metrics.slots.values()), default=0.0))
-        if promise_to and any(p.pending for p in progress):
+        if promise_to and (rescale_to is None or rescaled.is_set()) and any(p.pending for p in progress):
             promises.append({f: (promise(agent.admission, layout, f, flat=True), promise(agent.admission, layout, f))
                              for f in promise_to})
 
+    def rescale() -> None:
+        store = MetadataStore(config.redis_url, config.job)
+        control = ControlChannel(store)
+        while len(commits) < rescale_to[0]:
+            time.sleep(0.05)
+        generation = store.current_generation()
+        asked = control.request("drain")
+        if not control.wait_for(f"stopped@{generation}", 120, request_id=asked):
+            raise RuntimeError(f"drain timed out: {control.status()}")
+        store.migrate(generation, store.layout().with_factor(rescale_to[1]))
+        control.request("start")
+        rescaled.set()
+
+    rescaled = threading.Event()
     agent = PipelineAgent(spark, config, process, sink, on_batch=on_batch)
     stop = threading.Event()
     runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
     runner.start()
-    if feed is not None:
-        threading.Thread(target=feed, daemon=True).start()
+    for side in (feed, rescale if rescale_to else None):
+        if side is not None:
+            threading.Thread(target=side, daemon=True).start()
     while sum(n for _, n in commits) < records:
         if not runner.is_alive():  # the agent failed; its traceback is on stderr
             agent.close()
@@ -489,25 +518,34 @@ def rise_feed(write, light_rate: int, light_s: int, burst: int):
     return feed
 
 
-def rise_table(rise_case, factor_case, bound, targets: tuple[int, ...], seconds: float, what: str) -> None:
-    """`promise_table` for two factor-1 runs: `rise_case(light_rate, light_s, burst, targets)`
-    keeps up at half the factor's bound for RISE_LIGHT_S, then falls behind by `seconds` of it;
-    `factor_case(factor, records, targets)` drains a backlog. Each target factor then drains
+def rise_table(rise_case, factor_case, bound, targets: tuple[int, ...], seconds: float, what: str,
+               rescaled_case=None) -> None:
+    """`promise_table` for the runs a scale-up starts from: `rise_case(light_rate, light_s,
+    burst, targets)` at factor 1 keeps up at half its bound for RISE_LIGHT_S, then falls behind
+    by `seconds` of it; `factor_case(factor, records, targets)` drains a backlog at factor 1;
+    `rescaled_case(records, targets)`, if given, drains one rescaled 1 -> RESCALED in its driver
+    after RESCALE_AFTER batches, and promises from there. Each target factor then drains
     `seconds` of its `bound(factor)`."""
     light, burst = int(bound(1) / 2), int(bound(1) * seconds)
     print(f"\n## the promise a scale-up reads: factor 1 behind after keeping up ({light}/s for {RISE_LIGHT_S} s, "
-          f"then {burst:,} at once) and on a steady backlog, against each factor draining a backlog; sleep 10 ms "
-          f"per record, {what}, default settings", flush=True)
+          f"then {burst:,} at once), on a steady backlog, and factor {RESCALED} after a rescale from 1 in its "
+          f"driver, against each factor draining a backlog; sleep 10 ms per record, {what}, default settings",
+          flush=True)
     starts = {"keeping up": rise_case(light, RISE_LIGHT_S, burst, targets),
               "a backlog": factor_case(1, burst, targets)}
+    if rescaled_case is not None:
+        over = tuple(f for f in targets if f > RESCALED)
+        records = int(bound(1) * RESCALE_AFTER * 3.6 + bound(RESCALED) * seconds)
+        starts[f"{RESCALED} after 1"] = rescaled_case(records, over)
     promise_table(starts, {f: factor_case(f, int(bound(f) * seconds)) for f in targets})
 
 
 def promise_table(starts: dict[str, Run], runs: dict[int, Run], skip: int = 2) -> None:
-    """What each factor-1 run promised the larger factors while it was behind (the promise a
-    daemon scales up on), over what each did past its start: the cost as measured at factor 1,
-    and the read scaled to the factor's batches. The median over the batches behind, past the
-    `skip` first (a fixed cost needs two batches behind in a row), with its range."""
+    """What each run a scale-up starts from promised the larger factors while it was behind,
+    over what each did past its start: the cost as measured at the running factor, and the read
+    scaled to the factor's batches. The median over the batches behind, past the `skip` first
+    (a fixed cost needs two batches behind in a row), with its range; `-` where a run promised
+    nothing to that factor."""
     print("| F | records/s past the start | " + " | ".join(
         f"promise from {name} / measured: cost as measured, read scaled" for name in starts) + " |", flush=True)
     print("| --- " * (2 + len(starts)) + "|", flush=True)
@@ -515,7 +553,10 @@ def promise_table(starts: dict[str, Run], runs: dict[int, Run], skip: int = 2) -
         measured = run.settled or run.rate
         cells = []
         for start in starts.values():
-            behind = start.promises[skip:] or start.promises
+            behind = [p for p in start.promises[skip:] or start.promises if factor in p]
+            if not behind:
+                cells.append("-")
+                continue
             ratios = [[p[factor][i] / measured for p in behind] for i in (0, 1)]
             cells.append(", ".join(f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios))
         print(f"| {factor} | {measured:,.0f} | " + " | ".join(cells) + " |", flush=True)
@@ -561,7 +602,8 @@ def main() -> None:
             rise_table(lambda light, seconds, burst, to: bench.rise_pipeline(light, seconds, burst, keys, to),
                        lambda factor, records, to=(): bench.run_pipeline(sleep_10ms, factor, records, keys, promise_to=to),
                        lambda factor: ordered_bound(factor, keys, 1 / 0.0101), tuple(args.factors or (2, 8, 16)),
-                       args.seconds, f"4 partitions, {keys:,} keys")
+                       args.seconds, f"4 partitions, {keys:,} keys",
+                       lambda records, to: bench.rescaled_pipeline(records, keys, to))
         if "cpu" in args.which:
             print("\n## CPU-bound work: pure Python, ~2 ms of a core per record, 4 partitions, "
                   f"{KEYS:,} keys, {spark.sparkContext.defaultParallelism} cores, default settings", flush=True)
