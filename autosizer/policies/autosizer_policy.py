@@ -577,8 +577,19 @@ def _needs(obs: Observation, forecast: float, lag: float, factor: int, task_rate
     the capacity measured there, and what caps it where more is `wanted` than it gives."""
     return (f"forecast {forecast:.0f}/s and lag {lag:.0f} need {factor}{sized}: measured capacity "
             f"{obs.capacity(factor, task_rate):.0f}/s there ({obs.capacity(obs.factor, task_rate):.0f}/s at "
-            f"{obs.factor}; {task_rate:.1f}/s per task, busiest thread {_hottest(obs, factor):.1%})"
-            f"{_ceiling_note(obs, factor, task_rate, wanted)}")
+            f"{obs.factor}; {task_rate:.1f}/s per task, busiest thread {_hottest(obs, factor):.1%}"
+            f"{_read_note(obs, factor)}){_ceiling_note(obs, factor, task_rate, wanted)}")
+
+
+def _read_note(obs: Observation, factor: int) -> str:
+    """Where the pipeline measured its batches' read growing with the factor, the share of a
+    saturated job's time its tasks work at `factor` and at the running one: why the capacity
+    there is less than the factors' ratio says."""
+    duties = obs.duty_by_factor()
+    there, here = duties[FACTORS.index(factor)], duties[FACTORS.index(obs.factor)]
+    if obs.duties is None or abs(there - here) < 0.005:
+        return ""
+    return f"; tasks work {there:.0%} of a batch's time there, {here:.0%} at {obs.factor}: the read grows with the factor"
 
 
 def _behind(obs: Observation, seconds: float) -> bool:

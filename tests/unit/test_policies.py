@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autosizer.elasticity import FACTORS
+from autosizer.elasticity.batch_cost import duty_at
 from autosizer.policies import (
     Decision,
     Guards,
@@ -311,6 +313,23 @@ def test_autosizer_does_not_scale_down_into_a_lull_but_does_when_the_level_drops
     assert decision.factor < 8 and "fits" in decision.reason
     with pytest.raises(ValueError, match="lull_memory_s"):
         load_policy("autosizer", {"lull_memory_s": 0})
+
+
+def test_a_scale_up_says_where_a_batchs_read_leaves_the_tasks_less_time():
+    """Kinesis on the emulator: a batch's read grows with the factor (0.14 s of a 0.55 s cost at
+    factor 1), so factor 8's tasks work less of a batch's time than factor 1's, and its capacity
+    is less than eight times factor 1's; the reason says why. Without a read that grows, nothing
+    is said."""
+    policy = load_policy("autosizer")
+    duties = np.array([duty_at(3.0, 0.55, 0.14, 1, f) for f in FACTORS])
+    up, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400,
+                                  duty=float(duties[0]), duties=duties))
+    assert up.factor == 8, up.reason
+    eight, one = duties[FACTORS.index(8)], duties[0]
+    assert f"tasks work {eight:.0%} of a batch's time there, {one:.0%} at 1: the read grows" in up.reason
+    assert up.details["capacity"] == pytest.approx(float(one) * 100 * 4)
+    flat, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400, duty=float(duties[0])))
+    assert "tasks work" not in flat.reason
 
 
 def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
