@@ -11,6 +11,7 @@ import pytest
 from autosizer.pipeline.kinesis_source import (
     KinesisPositions,
     ShardReader,
+    ShardTail,
     kinesis_client,
     shard_index,
     unavailable_errors,
@@ -92,6 +93,35 @@ def test_a_tail_counts_arrivals_and_records_behind_a_position(kinesis, stream):
     assert tail.seen == 40 and tail.behind(numbers[10]) == 30  # a high watermark keeps counting
 
 
+def test_a_read_and_a_tail_at_the_shards_tip_stop_without_asking_for_an_empty_page(kinesis, stream):
+    """AWS serves a shard five GetRecords a second, shared by every consumer of the stream. A
+    page at the tip (`MillisBehindLatest` 0) with fewer records than asked held everything
+    there was: the batch's read and the driver's tail stop there, not after one more, empty,
+    page (a job keeping up asked 3.0-3.1 a second of each shard that way, 2.1-2.2 without). A
+    page of as many as asked is not the end."""
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(30)])
+    client = kinesis_client(kinesis.endpoint)
+    calls: list[str] = []
+    client.meta.events.register("before-call.kinesis.GetRecords", lambda **_: calls.append("GetRecords"))
+    reader = ShardReader(client, stream)
+    start = reader.iterator(0, 0)
+    assert len(list(reader.records(start, 100))) == 30 and len(calls) == 1
+    calls.clear()
+    assert len(list(reader.records(reader.iterator(0, 0), 30))) == 30 and len(calls) == 1
+    calls.clear()
+    assert len(list(reader.records(reader.iterator(0, 0), 10**6))) == 30 and len(calls) == 1
+    calls.clear()
+    tail = ShardTail(reader, 0, 0)
+    tail.follow()
+    assert tail.seen == 30 and len(calls) == 1
+    calls.clear()
+    tail.follow()  # nothing new: one empty page says so
+    kinesis.produce(stream, [(b"k%d" % i, b"b") for i in range(5)])
+    tail.follow()
+    assert tail.seen == 35 and len(calls) == 2
+
+
 def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(tmp_path, stream):
     """The endpoint goes away between a batch's iterator and its GetRecords and comes back 3 s
     later with its records (its data kept on disk): a reader with an outage bound asks again
@@ -125,15 +155,17 @@ def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(
         kinesis.stop()
 
 
-def test_an_expired_iterator_is_taken_again_past_the_last_record_read(tmp_path, stream):
+def test_an_expired_iterator_is_taken_again_past_the_last_record_read(tmp_path, stream, monkeypatch):
     """Kinesis expires a shard iterator 300 s after it was issued, and an endpoint outage (with
     `--broker-outage-s` above 300) or a stalled probe can outlast that. Here the emulator's clock
     moves 310 s on between two pages of a read: a batch's read (its shard known) and the lag
     probe's tail take the iterator again past the last record they read, so each record comes
     once, in order; a read that does not know its shard raises the expiry instead."""
+    from autosizer.pipeline import kinesis_source
     from autosizer.pipeline.kinesis_source import ShardTail
     from tests.servers import ClockedKinesis
 
+    monkeypatch.setattr(kinesis_source, "PAGE", 30)  # a full first page: a read asks for the next
     kinesis = ClockedKinesis(tmp_path).start()
     try:
         kinesis.create_stream(stream, 1)
