@@ -1,9 +1,9 @@
 """Kinesis: the source's throughput with bucketing, the re-shard pause, and throughput against
 the factor, on the emulator.
 
-Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [rise] [parse]
-[--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15] (no part
-named: all five; `rise` takes the first of --keys)
+Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [rise] [calls]
+[parse] [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15]
+(no part named: all six; `rise` takes the first of --keys)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -32,7 +32,12 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    factors). After each batch that left work behind, what its measurements promise each larger
    factor of `--factors`, over what that factor then does draining a backlog (past its start),
    with the cost as measured and with the read scaled.
-5. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
+5. Calls: the GetRecords, GetShardIterator and ListShards calls a pipeline at factor 1 makes of
+   each shard a second, idle, keeping up with 100 records/s and draining a backlog, 40 s each,
+   counted by an HTTP proxy in front of the emulator (every process's calls: the driver's tail,
+   the source's peeks, the executors' reads). AWS serves a shard five of each a second, shared by
+   every consumer of the stream.
+6. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
    which reads every record again), with botocore's timestamp parser and with the pipeline's
    (`kinesis_source.utc_time`), side by side on the same 12,000 records in one run.
 """
@@ -40,6 +45,7 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import os
 import statistics
@@ -252,6 +258,100 @@ class Run:
         return pauses
 
 
+class CountingProxy:
+    """An HTTP proxy in front of the emulator that counts every call by its operation
+    (`X-Amz-Target`), whichever process makes it: the driver's tail, the source's peeks in
+    Spark's Python runner, the executors' reads."""
+
+    def __init__(self, target: str):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlparse
+
+        self.counts: collections.Counter[str] = collections.Counter()
+        lock, upstream, counts = threading.Lock(), urlparse(target), self.counts
+
+        class Forward(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                import http.client
+
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    counts[(self.headers.get("X-Amz-Target") or "?").split(".")[-1]] += 1
+                conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+                conn.request("POST", self.path, body, {k: v for k, v in self.headers.items()
+                                                        if k.lower() not in ("host", "connection")})
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def calls_per_shard(run: Run, seconds: float = 40) -> list[tuple[str, dict[str, float], int]]:
+    """The Kinesis calls a pipeline at factor 1 makes of each shard a second, through a
+    `CountingProxy`: idle, keeping up with 100 records/s, and draining a backlog."""
+    proxy = CountingProxy(run.kinesis.endpoint)
+    stream = f"s{uuid.uuid4().hex[:8]}"
+    run.kinesis.create_stream(stream, SHARDS)
+    job = f"bench-{uuid.uuid4().hex[:6]}"
+    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
+
+    MetadataStore(run.redis.url, job).init_layout(Layout(topics={stream: SHARDS}, factor=1, source="kinesis"))
+    config = PipelineConfig(job=job, redis_url=run.redis.url, bootstrap="", source="kinesis",
+                            kinesis_endpoint=proxy.endpoint)
+    batches: list[int] = []
+    agent = PipelineAgent(run.spark, config, sleep_10ms, FileSink(run.workdir / job),
+                          on_batch=lambda _agent, _progress: batches.append(1))
+    stop = threading.Event()
+    runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    runner.start()
+    written = 0
+
+    def light() -> None:
+        nonlocal written
+        run.kinesis.produce(stream, [(b"key-%d" % (written + i), b"x" * 100) for i in range(100)])
+        written += 100
+
+    out = []
+    try:
+        time.sleep(20)  # the query's start
+        for label, each_second in (("idle", None), ("keeping up, 100 records/s", light),
+                                   ("draining a backlog", None)):
+            if label == "draining a backlog":
+                run.kinesis.produce(stream, [(b"key-%d" % i, b"x" * 100) for i in range(20_000)])
+            proxy.counts.clear()
+            before, began = len(batches), time.perf_counter()
+            while time.perf_counter() - began < seconds:
+                if each_second is not None:
+                    each_second()
+                time.sleep(1)
+            elapsed = time.perf_counter() - began
+            out.append((label, {op: n / elapsed / SHARDS for op, n in proxy.counts.items()}, len(batches) - before))
+    finally:
+        stop.set()
+        runner.join(60)
+        agent.close()
+        proxy.close()
+    return out
+
+
 def shard_of(keys: int) -> list[int]:
     """The shard Kinesis routes `b"key-k"` to, for k below `keys`: the MD5 of the partition key
     read as a 128-bit number, in the even hash-key ranges of a new stream's shards (checked
@@ -261,7 +361,7 @@ def shard_of(keys: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "rise", "parse"])
+    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "rise", "calls", "parse"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
@@ -272,7 +372,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging(level="warning")
     spark = None
-    if {"throughput", "reshard", "factor", "rise"} & set(args.which):  # `parse` alone needs no Spark
+    if {"throughput", "reshard", "factor", "rise", "calls"} & set(args.which):  # `parse` alone needs no Spark
         from pyspark.sql import SparkSession
 
         spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis")
@@ -307,6 +407,14 @@ def main() -> None:
                        lambda factor: ordered_bound(factor, keys, 1 / 0.0101, shard_of(keys)),
                        tuple(f for f in args.factors if f > 1), args.seconds, f"{SHARDS} shards, {keys:,} keys",
                        lambda records, to: run.rescaled_run(records, keys, to))
+        if "calls" in args.which:
+            print(f"\n## Kinesis calls a shard serves a second, factor 1, {SHARDS} shards, 10 ms a record, default "
+                  "settings (AWS: 5 GetRecords and 5 GetShardIterator a second a shard, every consumer's)", flush=True)
+            print("| the job | GetRecords | GetShardIterator | ListShards | batches |", flush=True)
+            print("| --- | --- | --- | --- | --- |", flush=True)
+            for label, rates, batches in calls_per_shard(run):
+                print(f"| {label} | {rates.get('GetRecords', 0):.2f} | {rates.get('GetShardIterator', 0):.2f} | "
+                      f"{rates.get('ListShards', 0):.2f} | {batches} |", flush=True)
         if "parse" in args.which:
             print(f"\n## read CPU a record: 12,000 records, {SHARDS} shards, 100-byte values", flush=True)
             stream = run.backlog(12_000)
