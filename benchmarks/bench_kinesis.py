@@ -104,14 +104,15 @@ class Run:
     def __init__(self, spark, kinesis: EmbeddedKinesis, redis_server: EmbeddedRedis, workdir: Path):
         self.spark, self.kinesis, self.redis, self.workdir = spark, kinesis, redis_server, workdir
 
-    def agent(self, stream: str, factor: int, fn, shards: int = SHARDS):
+    def agent(self, stream: str, factor: int, fn, shards: int = SHARDS, endpoint: str | None = None):
+        """A pipeline agent on `stream`, reading through `endpoint` (default: the emulator)."""
         from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 
         job = f"bench-{uuid.uuid4().hex[:6]}"
         store = MetadataStore(self.redis.url, job)
         store.init_layout(Layout(topics={stream: shards}, factor=factor, source="kinesis"))
         config = PipelineConfig(job=job, redis_url=self.redis.url, bootstrap="", source="kinesis",
-                                kinesis_endpoint=self.kinesis.endpoint)
+                                kinesis_endpoint=endpoint or self.kinesis.endpoint)
         return store, PipelineAgent(self.spark, config, fn, FileSink(self.workdir / job))
 
     def backlog(self, records: int, keys: int = KEYS) -> str:
@@ -310,15 +311,9 @@ def calls_per_shard(run: Run, seconds: float = 40) -> list[tuple[str, dict[str, 
     proxy = CountingProxy(run.kinesis.endpoint)
     stream = f"s{uuid.uuid4().hex[:8]}"
     run.kinesis.create_stream(stream, SHARDS)
-    job = f"bench-{uuid.uuid4().hex[:6]}"
-    from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
-
-    MetadataStore(run.redis.url, job).init_layout(Layout(topics={stream: SHARDS}, factor=1, source="kinesis"))
-    config = PipelineConfig(job=job, redis_url=run.redis.url, bootstrap="", source="kinesis",
-                            kinesis_endpoint=proxy.endpoint)
     batches: list[int] = []
-    agent = PipelineAgent(run.spark, config, sleep_10ms, FileSink(run.workdir / job),
-                          on_batch=lambda _agent, _progress: batches.append(1))
+    _, agent = run.agent(stream, 1, sleep_10ms, endpoint=proxy.endpoint)
+    agent.on_batch = lambda _agent, _progress: batches.append(1)
     stop = threading.Event()
     runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
     runner.start()

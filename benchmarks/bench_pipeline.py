@@ -271,7 +271,6 @@ class Bench:
         feeder = threading.Thread(target=produce, daemon=True)
         feeder.start()
         runner.start()
-        control = ControlChannel(store)
         downtimes = []
         try:
             for i in range(rescales):
@@ -279,11 +278,7 @@ class Bench:
                 while store.committed_batch(generation) < 3:
                     time.sleep(0.05)
                 began = time.perf_counter()
-                control.request("drain")
-                if not control.wait_for(f"stopped@{generation}", 60):
-                    raise RuntimeError(f"drain timed out: {control.status()}")
-                store.migrate(generation, store.layout().with_factor(8 if i % 2 == 0 else 2))
-                control.request("start")
+                rescale_in_driver(store, 8 if i % 2 == 0 else 2)
                 while store.committed_batch(generation + 1) < 1:
                     time.sleep(0.01)
                 downtimes.append(time.perf_counter() - began)
@@ -323,16 +318,9 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
                              for f in promise_to})
 
     def rescale() -> None:
-        store = MetadataStore(config.redis_url, config.job)
-        control = ControlChannel(store)
         while len(commits) < rescale_to[0]:
             time.sleep(0.05)
-        generation = store.current_generation()
-        asked = control.request("drain")
-        if not control.wait_for(f"stopped@{generation}", 120, request_id=asked):
-            raise RuntimeError(f"drain timed out: {control.status()}")
-        store.migrate(generation, store.layout().with_factor(rescale_to[1]))
-        control.request("start")
+        rescale_in_driver(MetadataStore(config.redis_url, config.job), rescale_to[1])
         rescaled.set()
 
     rescaled = threading.Event()
@@ -360,6 +348,18 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
                statistics.fmean(shown[2:-1]) if len(shown) >= 4 else 0.0,
                statistics.median(durations[1:-1]) if len(durations) >= 3 else 0.0,
                statistics.median(reading[2:-1]) if len(reading) >= 4 else 0.0, agent.admission, layout, promises)
+
+
+def rescale_in_driver(store: MetadataStore, factor: int, timeout_s: float = 60) -> None:
+    """Rescale a running agent to `factor` as the daemon's `restart-in-driver` does: drain its
+    query, migrate the checkpoints, start the query again in the same driver."""
+    control = ControlChannel(store)
+    generation = store.current_generation()
+    asked = control.request("drain")
+    if not control.wait_for(f"stopped@{generation}", timeout_s, request_id=asked):
+        raise RuntimeError(f"drain timed out: {control.status()}")
+    store.migrate(generation, store.layout().with_factor(factor))
+    control.request("start")
 
 
 def produce_backlog(broker: EmbeddedBroker, topic: str, records: int, keys: int, first: int = 0) -> None:

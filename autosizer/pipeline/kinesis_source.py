@@ -289,7 +289,7 @@ def caught_up(page: Mapping[str, Any], asked: int) -> bool:
     0) with fewer records than asked. Asking again would only return an empty page, a call
     that counts against the shard's five reads a second on AWS, shared by every consumer: the
     tail and the batch asked it after every page, and a job keeping up asked 3.0-3.1 a second
-    of each shard, 2.1-2.2 without (`bench_kinesis.py calls`)."""
+    of each shard, 2.1-2.5 without (`bench_kinesis.py calls`)."""
     return page.get("MillisBehindLatest", 0) == 0 and len(page["Records"]) < asked
 
 

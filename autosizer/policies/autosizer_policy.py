@@ -585,9 +585,10 @@ def _read_note(obs: Observation, factor: int) -> str:
     """Where the pipeline measured its batches' read growing with the factor, the share of a
     saturated job's time its tasks work at `factor` and at the running one: why the capacity
     there is less than the factors' ratio says."""
-    duties = obs.duty_by_factor()
-    there, here = duties[FACTORS.index(factor)], duties[FACTORS.index(obs.factor)]
-    if obs.duties is None or abs(there - here) < 0.005:
+    if obs.duties is None:
+        return ""
+    there, here = obs.duties[FACTORS.index(factor)], obs.duties[FACTORS.index(obs.factor)]
+    if abs(there - here) < 0.005:
         return ""
     return f"; tasks work {there:.0%} of a batch's time there, {here:.0%} at {obs.factor}: the read grows with the factor"
 

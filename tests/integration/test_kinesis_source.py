@@ -97,7 +97,7 @@ def test_a_read_and_a_tail_at_the_shards_tip_stop_without_asking_for_an_empty_pa
     """AWS serves a shard five GetRecords a second, shared by every consumer of the stream. A
     page at the tip (`MillisBehindLatest` 0) with fewer records than asked held everything
     there was: the batch's read and the driver's tail stop there, not after one more, empty,
-    page (a job keeping up asked 3.0-3.1 a second of each shard that way, 2.1-2.2 without). A
+    page (a job keeping up asked 3.0-3.1 a second of each shard that way, 2.1-2.5 without). A
     page of as many as asked is not the end."""
     kinesis.create_stream(stream, 1)
     kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(30)])
