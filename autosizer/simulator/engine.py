@@ -430,7 +430,8 @@ class _Model:
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
         # (else what the job showed when the run began: `JobModel.shown_duty`)
         self.overhead_measured = False
-        self._duty_cache: dict[tuple[int, bool], np.ndarray | None] = {}
+        self.rescales = 0  # the run's rescales so far: the read's growth shows after some (`JobModel`)
+        self._duty_cache: dict[tuple[int, bool, bool], np.ndarray | None] = {}
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
@@ -611,9 +612,9 @@ class _Model:
 
     def _duties(self, factor: int) -> np.ndarray | None:
         """`JobModel.shown_duties`, once per factor and state (a week asks 40,000 times)."""
-        key = (factor, self.overhead_measured)
+        key = (factor, self.overhead_measured, self.rescales >= self.job.read_growth_after)
         if key not in self._duty_cache:
-            self._duty_cache[key] = self.job.shown_duties(factor, self.overhead_measured)
+            self._duty_cache[key] = self.job.shown_duties(factor, self.overhead_measured, self.rescales)
         return self._duty_cache[key]
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
@@ -758,6 +759,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 elif target > factor:
                     backoff = Backoff()
             run.rescales.append(Rescale(now, factor, target, reason))
+            model.rescales = len(run.rescales)
             # a drained batch that left records after a saturated one shows the pipeline its fixed
             # cost (runs 88, 89 and 91 first exported it a second after their first rescale, before
             # session 49 counted only such batches; run 87 never did)

@@ -144,6 +144,11 @@ class JobModel:
     # the factor: the real pipeline exports it (`batch_read_seconds`) only where its reads show a
     # slope that stands out, and the real daemon scales nothing otherwise. A fitted run says.
     read_growth_shown: bool = False
+    # The rescales the real job made before its pipeline showed that read: at one factor its
+    # reads cannot tell the read's fixed part from its records' (a Kinesis slot reads 200 records
+    # in the time it reads 870), and a rescale in the driver gives reads of two sizes (session 55,
+    # `bench_kinesis.py rise`). The replay's daemon sees it after as many rescales of its own.
+    read_growth_after: int = 0
     # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
     # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
     timezone: str = "UTC"
@@ -157,6 +162,7 @@ class JobModel:
             "cpu_fraction": (0 <= self.cpu_fraction <= 1, "from 0 to 1"),
             "cores": (self.cores >= 1, "1 or more"),
             "restart_downtime_s": (self.restart_downtime_s >= 0, "0 or more"),
+            "read_growth_after": (self.read_growth_after >= 0, "0 or more"),
             "metrics_age_s": (self.metrics_age_s >= 0, "0 or more"),
             "scrape_interval_s": (self.scrape_interval_s >= 0, "0 or more"),
             "lag_probe_age_s": (self.lag_probe_age_s >= 0, "0 or more"),
@@ -308,15 +314,16 @@ class JobModel:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)
 
-    def shown_duties(self, factor: int, measured: bool) -> np.ndarray | None:
+    def shown_duties(self, factor: int, measured: bool, rescales: int = 0) -> np.ndarray | None:
         """The duty the daemon reads at each factor in FACTORS while the job runs at `factor`:
         once a batch's cost is measured, and where the pipeline showed its read growing
-        (`read_growth_shown`), the job's own at each (its per-task part is what a larger factor
-        pays more of, as a batch's read is: `elasticity.batch_cost`); else None (`shown_duty` at
-        every factor, as the real daemon reads it without the read)."""
+        (`read_growth_shown`, after `read_growth_after` of the run's `rescales`), the job's own
+        at each (its per-task part is what a larger factor pays more of, as a batch's read is:
+        `elasticity.batch_cost`); else None (`shown_duty` at every factor, as the real daemon
+        reads it without the read)."""
         if not (measured or not self.batch_seconds) or not self.batch_overhead_per_task_s:
             return None
-        if not self.read_growth_shown:
+        if not self.read_growth_shown or rescales < self.read_growth_after:
             return None
         return np.array([self.duty(f) for f in FACTORS])
 

@@ -146,6 +146,26 @@ def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
     shown = job.shown_duties(8, measured=True)
     assert shown is not None and shown[FACTORS.index(1)] == pytest.approx(job.duty(1))
     assert job.shown_duties(8, measured=False) is None and flat.shown_duties(8, measured=True) is None
+    assert job.read_growth_after == 0  # shown from the run's start
+
+
+def test_a_read_the_pipeline_showed_only_after_a_rescale_shows_the_replays_daemon_after_one_too():
+    """A Kinesis job's reads at factor 1 cannot tell their fixed part from their records'; after
+    a rescale 1 -> 4 in its driver, reads of two sizes can (`bench_kinesis.py rise`), and the
+    pipeline exports the read from then on. The replay's daemon scales the read only after a
+    rescale of its own, as the real one did."""
+    series = run_series()
+    t = [START + i for i in range(61)]
+    series["factor"] = [({}, [(x, 1.0 if x < START + 30 else 4.0) for x in t])]
+    series["overhead"] = [({}, [(x, 0.55 if x < START + 30 else 0.9) for x in t])]
+    series["read"] = [({}, [(x, 0.6) for x in t if x >= START + 40])]
+    job = fit_job(series)
+    assert job.read_growth_shown and job.read_growth_after == 1
+    assert job.shown_duties(1, measured=True) is None
+    shown = job.shown_duties(4, measured=True, rescales=1)
+    assert shown is not None and shown[FACTORS.index(8)] == pytest.approx(job.duty(8))
+    with pytest.raises(ValueError, match="read_growth_after"):
+        JobModel(read_growth_after=-1)
 
 
 def test_the_load_is_read_from_the_watermarks_steps_where_the_step_happened():

@@ -814,6 +814,36 @@ def test_a_batch_in_flight_where_a_block_ends_carries_on_as_it_began():
     assert run.lag_records_mean[380:420].max() < 1.1 * run.lag_records_mean[300:380].max()
 
 
+class ScaleAt(Fixed):
+    """Factor 1, then `factor` from `at` s on, keeping whether each tick showed each factor's duty."""
+
+    def __init__(self, factor: int, at: float):
+        super().__init__(1)
+        self.to, self.at = factor, at
+        self.seen: list[tuple[float, int, bool]] = []
+
+    def decide(self, observation, state=None):
+        self.seen.append((observation.time, observation.factor, observation.duties is not None))
+        return Decision(self.to if observation.time >= self.at else 1, "step"), state
+
+
+def test_a_read_the_real_pipeline_showed_after_a_rescale_shows_the_replays_daemon_after_its_own():
+    """A fitted Kinesis run whose pipeline exported the read that grows only after its rescale
+    1 -> 4 (`JobModel.read_growth_after`): the replay's daemon reads each factor's duty only
+    after a rescale of its own, and one shown it from the start reads it from the start."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_overhead_s=0.4,
+                   batch_overhead_per_task_s=0.02, read_growth_shown=True, read_growth_after=1)
+    load = workloads.constant(600, seconds=90, noise=0)  # factor 1 takes about 390/s: behind, the cost measured
+    after = ScaleAt(4, at=30)
+    simulate(load, job, after, tick_s=5)
+    assert {shown for _, factor, shown in after.seen if factor == 1} == {False}
+    assert {shown for _, factor, shown in after.seen if factor == 4} == {True}
+    start = ScaleAt(4, at=30)
+    simulate(load, dataclasses.replace(job, read_growth_after=0), start, tick_s=5)
+    assert True in {shown for _, factor, shown in start.seen if factor == 1}
+    assert {shown for _, factor, shown in start.seen if factor == 4} == {True}
+
+
 def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     """The pipeline measures a batch's fixed cost only from a batch that left records it read
     and began at the last one's end, and the daemon's duty is 1 until then (run 87, nyc-flights pressed into 12 minutes, never
