@@ -431,7 +431,7 @@ class _Model:
         # (else what the job showed when the run began: `JobModel.shown_duty`)
         self.overhead_measured = False
         self.rescales = 0  # the run's rescales so far: the read's growth shows after some (`JobModel`)
-        self._duty_cache: dict[tuple[int, bool, bool], np.ndarray | None] = {}
+        self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
         self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
@@ -603,18 +603,18 @@ class _Model:
             # (none before session 49): run 89's replay, shown the cost from the start, held 4
             # where the real job went to 8
             duty=self.job.shown_duty(factor, self.overhead_measured),
-            duties=self._duties(factor),
+            duties=self._duties(),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
             watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), self.origin + time - block.marks_age[k])))
 
-    def _duties(self, factor: int) -> np.ndarray | None:
-        """`JobModel.shown_duties`, once per factor and state (a week asks 40,000 times)."""
-        key = (factor, self.overhead_measured, self.rescales >= self.job.read_growth_after)
+    def _duties(self) -> np.ndarray | None:
+        """`JobModel.shown_duties`, once per state (a week asks 40,000 times)."""
+        key = (self.overhead_measured, self.rescales >= self.job.read_growth_after)
         if key not in self._duty_cache:
-            self._duty_cache[key] = self.job.shown_duties(factor, self.overhead_measured, self.rescales)
+            self._duty_cache[key] = self.job.shown_duties(self.overhead_measured, self.rescales)
         return self._duty_cache[key]
 
     def _task_shape(self, factor: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:

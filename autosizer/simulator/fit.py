@@ -225,13 +225,13 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     samples = _points(series.get("overhead", ()))
     if not samples:
         return {}
-    shown_at = [t for t, v in _points(series.get("read", ())) if v > 0]  # the daemon scaled the read
-    shown = bool(shown_at)
+    read = [(t, v) for t, v in _points(series.get("read", ())) if v > 0]  # the daemon scaled it
+    shown = bool(read)
     factors = _points(series.get("factor", ()))
     times = np.array([t for t, _ in factors])
     # the rescales before the pipeline first showed it: its reads at one factor could not tell
     changes = [t for (_, a), (t, b) in zip(factors, factors[1:], strict=False) if a != b]
-    after = sum(1 for t in changes if t <= shown_at[0]) if shown else 0
+    after = sum(1 for t in changes if t <= read[0][0]) if shown else 0
 
     def tasks_at(t: float) -> int:
         return partitions * factors[max(0, int(np.searchsorted(times, t, side="right")) - 1)][1]
@@ -244,11 +244,11 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
             return {"batch_overhead_s": float(base), "batch_overhead_per_task_s": float(slope),
                     "read_growth_shown": shown, "read_growth_after": after}
     overhead = float(statistics.median(v for _, v in samples if v >= 0))
-    reads = [v / tasks_at(t) for t, v in _points(series.get("read", ())) if factors and v > 0]
-    if reads and tasks:
+    per_task = [v / tasks_at(t) for t, v in read] if factors else []
+    if per_task and tasks:
         running = float(statistics.median(tasks))
-        read = min(overhead, float(statistics.median(reads)) * running)
-        return {"batch_overhead_s": overhead - read, "batch_overhead_per_task_s": read / running,
+        growing = min(overhead, float(statistics.median(per_task)) * running)
+        return {"batch_overhead_s": overhead - growing, "batch_overhead_per_task_s": growing / running,
                 "read_growth_shown": shown, "read_growth_after": after}
     return {"batch_overhead_s": overhead}
 

@@ -314,8 +314,8 @@ class JobModel:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)
 
-    def shown_duties(self, factor: int, measured: bool, rescales: int = 0) -> np.ndarray | None:
-        """The duty the daemon reads at each factor in FACTORS while the job runs at `factor`:
+    def shown_duties(self, measured: bool, rescales: int = 0) -> np.ndarray | None:
+        """The duty the daemon reads at each factor in FACTORS, whatever factor the job runs at:
         once a batch's cost is measured, and where the pipeline showed its read growing
         (`read_growth_shown`, after `read_growth_after` of the run's `rescales`), the job's own
         at each (its per-task part is what a larger factor pays more of, as a batch's read is:

@@ -125,7 +125,7 @@ def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
     assert job.batch_overhead_s == pytest.approx(0.5) and job.batch_overhead_per_task_s == pytest.approx(0.005)
     assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)
     # the pipeline exported no read: the real daemon scaled nothing, and the replay's does not
-    assert not job.read_growth_shown and job.shown_duties(2, measured=True) is None
+    assert not job.read_growth_shown and job.shown_duties(measured=True) is None
 
 
 def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
@@ -143,9 +143,9 @@ def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
     assert job.batch_overhead_s == pytest.approx(0.4) and job.batch_overhead_per_task_s == pytest.approx(1.1 / 16)
     assert job.overhead(8) == pytest.approx(1.5) and job.overhead(1) == pytest.approx(0.4 + 1.1 / 8)
     assert job.cost_words() == "0.40 s + 68.8 ms a task" and flat.cost_words() == "1.50 s"
-    shown = job.shown_duties(8, measured=True)
+    shown = job.shown_duties(measured=True)
     assert shown is not None and shown[FACTORS.index(1)] == pytest.approx(job.duty(1))
-    assert job.shown_duties(8, measured=False) is None and flat.shown_duties(8, measured=True) is None
+    assert job.shown_duties(measured=False) is None and flat.shown_duties(measured=True) is None
     assert job.read_growth_after == 0  # shown from the run's start
 
 
@@ -161,8 +161,8 @@ def test_a_read_the_pipeline_showed_only_after_a_rescale_shows_the_replays_daemo
     series["read"] = [({}, [(x, 0.6) for x in t if x >= START + 40])]
     job = fit_job(series)
     assert job.read_growth_shown and job.read_growth_after == 1
-    assert job.shown_duties(1, measured=True) is None
-    shown = job.shown_duties(4, measured=True, rescales=1)
+    assert job.shown_duties(measured=True) is None
+    shown = job.shown_duties(measured=True, rescales=1)
     assert shown is not None and shown[FACTORS.index(8)] == pytest.approx(job.duty(8))
     with pytest.raises(ValueError, match="read_growth_after"):
         JobModel(read_growth_after=-1)
