@@ -560,6 +560,13 @@ def promise_table(starts: dict[str, Run], runs: dict[int, Run], skip: int = 2) -
             ratios = [[p[factor][i] / measured for p in behind] for i in (0, 1)]
             cells.append(", ".join(f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios))
         print(f"| {factor} | {measured:,.0f} | " + " | ".join(cells) + " |", flush=True)
+    for name, start in starts.items():  # what scaled the read there, at the run's end
+        line, floor = start.admission.read_cost.per_record(), start.admission.endpoint_per_record
+        print(f"{name}: the slots' line {_ms(line)}, the endpoint's floor (the tails' pages) {_ms(floor)}", flush=True)
+
+
+def _ms(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{seconds * 1000:.3f} ms a record"
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ Pure: the pipeline's admission, the daemon's evaluator and the simulator's job s
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ READ_MEMORY = 0.9  # weight a batch's read keeps per batch after it
 READ_WINDOW = 32  # the reads a line is drawn through (the oldest weighs 0.9^31 = 0.04)
 MIN_SPREAD = 0.2  # the records' coefficient of variation a line through the reads needs
 SIGNIFICANT = 2.0  # standard errors a slope must stand above 0 to be believed
+BIG_PAGE = 4  # a page this many times the typical one's records shows what a record costs
 
 
 def batch_duty(deadline_s: float | None, overhead_s: float | None) -> float:
@@ -119,6 +121,40 @@ class ReadCost:
         points = self._points()
         records = sum(x * weight for x, _, weight in points)
         return sum(y * weight for _, y, weight in points) / records if records else 0.0
+
+
+@dataclass
+class PageCost:
+    """What a record costs an endpoint to serve, at least, from the pages a reader on the side
+    takes (the driver's Kinesis tails): beyond the call's own time (its quickest small page),
+    the least any big page (BIG_PAGE times the typical one's records or more) cost a record.
+    Not a line: an endpoint busy elsewhere only makes a page dearer, and a line through such
+    pages says what the endpoint's queue cost. The emulator serves one call at a time, and
+    while it took a burst's 5,928 writes a tail's pages of 240-790 records took 0.13-0.78 s,
+    then 488 took 0.034 s (`bench_kinesis.py rise`)."""
+
+    small: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=READ_WINDOW))
+    big: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=READ_WINDOW))
+
+    def observe(self, records: int, seconds: float) -> None:
+        """A page read; pages big against the typical one of the last READ_WINDOW move aside,
+        so a backlog's first pages count once the pages after them show what small is."""
+        if records <= 0 or not math.isfinite(seconds) or seconds < 0:
+            return
+        self.small.append((records, seconds))
+        typical = statistics.median(r for r, _ in self.small)
+        if any(r >= BIG_PAGE * typical for r, _ in self.small):
+            self.big.extend(p for p in self.small if p[0] >= BIG_PAGE * typical)
+            kept = [p for p in self.small if p[0] < BIG_PAGE * typical]
+            self.small.clear()
+            self.small.extend(kept)
+
+    def per_record(self) -> float | None:
+        """Seconds a record adds to a page at least, or None before a small page and a big one."""
+        if not self.small or not self.big:
+            return None
+        call = min(seconds for _, seconds in self.small)
+        return min(max(0.0, seconds - call) / records for records, seconds in self.big)
 
 
 def overhead_at(overhead_s: float, read_s: float | None, running: int, factor: int) -> float:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autosizer.elasticity import FACTORS, MAX_FACTOR, Layout
-from autosizer.elasticity.batch_cost import ReadCost, duty_at
+from autosizer.elasticity.batch_cost import PageCost, ReadCost, duty_at
 from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_worker_shares
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
@@ -80,6 +80,10 @@ class Admission:
         # what a slot's read costs, and the records the slowest-reading slot of a saturated
         # batch read, at the layout's factor then (`growing_read_s`)
         self.read_cost = ReadCost()
+        # what a record costs the endpoint to serve, from the driver's tails' pages (Kinesis:
+        # `observe_endpoint_read`), and what they last told
+        self.endpoint_cost = PageCost()
+        self.endpoint_per_record: float | None = None
         self.saturated_read: float | None = None
         self.factor: int | None = None
         self.commit_latency_s: float | None = None  # read boundary to commit, outside the tasks
@@ -174,6 +178,18 @@ class Admission:
         first, whose read waits for the Python workers to start)."""
         self.read_cost.observe(records, seconds)
 
+    def observe_endpoint_read(self, pages: Iterable[tuple[int, float]]) -> None:
+        """Pages a tail on the driver read, as (records, seconds a GetRecords took). At factor 1
+        a Kinesis slot reads 200 records in the time it reads 870, its call's fixed part and the
+        emulator's pauses hiding the records' part, so a scale-up from 1 was promised its read
+        as measured there: factor 8 13-35% more than it did (`bench_kinesis.py rise`). A tail
+        reads a burst or a backlog in pages far larger than it reads keeping up, and those say
+        what a record costs the endpoint at least (`PageCost`). Called on the probe's thread,
+        which alone reads `endpoint_cost`; the batches read the float it leaves."""
+        for records, seconds in pages:
+            self.endpoint_cost.observe(records, seconds)
+        self.endpoint_per_record = self.endpoint_cost.per_record()
+
     def observe_latency(self, seconds: float) -> None:
         """Any batch with records took `seconds` from its read boundary (the trigger planned its
         end offsets) to its commit, beyond its slowest slot's work. Its records' lag waits that
@@ -187,11 +203,15 @@ class Admission:
         the time its slowest-reading slot spends on the records it reads, the read's own fixed
         part left out: the records a saturated batch reads grow with the factor (a partition's
         span is `run_ahead` batches of its F tasks' rates), and so does this. None before a
-        saturated batch was measured."""
-        per_record = self.read_cost.per_record()
-        if per_record is None or self.saturated_read is None or self.factor is None:
+        saturated batch was measured. A record costs at least what the endpoint takes to serve
+        it (`observe_endpoint_read`), and at most the slots' whole read per record."""
+        if self.saturated_read is None or self.factor is None:
             return None
-        return per_record * self.saturated_read * (factor or self.factor) / self.factor
+        told = [p for p in (self.read_cost.per_record(), self.endpoint_per_record) if p is not None]
+        whole = self.read_cost.whole_per_record()
+        if not told or not whole > 0:
+            return None
+        return min(max(told), whole) * self.saturated_read * (factor or self.factor) / self.factor
 
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks can work at `factor` (default: the

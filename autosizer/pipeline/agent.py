@@ -392,7 +392,7 @@ class PipelineAgent:
             tail = self._tails.get(shard)
             if tail is None or (start or 0) < tail.floor:  # new, or rewound by a startpoint
                 tail = kinesis_source.ShardTail(probe.reader(stream), shard, start or 0)
-            tail.follow()
+            self.admission.observe_endpoint_read(tail.follow())
             tail.trim(start or 0)
             tails[shard] = tail
             marks[(stream, shard)] = tail.seen

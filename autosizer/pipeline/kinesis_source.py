@@ -312,16 +312,22 @@ class ShardTail:
         self.seen = 0  # records counted since the tail started
         self.last = position - 1  # the last record counted
 
-    def follow(self, limit: int = 100_000) -> None:
+    def follow(self, limit: int = 100_000) -> list[tuple[int, float]]:
         """Read what arrived since the last call (up to `limit` records). An iterator that
-        expired (unused for 5 minutes: a stalled probe) is taken again past the last record."""
-        read = 0
+        expired (unused for 5 minutes: a stalled probe) is taken again past the last record.
+        Returns each page that held records, as (records, seconds its GetRecords took): what the
+        endpoint takes to serve a record and the client to parse it, at sizes a batch's read at
+        factor 1 never reaches (`Admission.observe_endpoint_read`)."""
+        read, pages = 0, []
         while self.iterator and read < limit:
+            began = time.perf_counter()
             try:
                 page = self.reader.client.get_records(ShardIterator=self.iterator, Limit=PAGE)
             except self.reader.client.exceptions.ExpiredIteratorException:
                 self.iterator = self.reader.iterator(self.shard, self.last + 1)
                 continue
+            if page["Records"]:
+                pages.append((len(page["Records"]), time.perf_counter() - began))
             for record in page["Records"]:
                 number = int(record["SequenceNumber"])
                 if number >= self.floor and number > self.last:
@@ -332,7 +338,8 @@ class ShardTail:
                     read += 1
             self.iterator = page.get("NextShardIterator")
             if caught_up(page, PAGE):
-                return
+                break
+        return pages
 
     def trim(self, position: int) -> None:
         """Forget records below `position`: every task has passed them."""

@@ -53,7 +53,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
   autosizer_pipeline_batch_read_seconds                    of it, the slowest-reading slot's time on
                                                            its records (the read's own fixed part left
-                                                           out): what grows with the factor
+                                                           out): what grows with the factor; on
+                                                           Kinesis at least what the endpoint took to
+                                                           serve them (the driver's tails' pages)
   autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
                                                            beyond its slowest slot's work
   autosizer_pipeline_service_cv                            a record's service time's coefficient of

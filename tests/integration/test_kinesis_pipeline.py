@@ -78,16 +78,17 @@ def pipeline_process(kinesis, redis_url: str, job: str, out, log, *flags: str) -
         stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
-def kinesis_agent(spark, kinesis, redis_server, job: str, stream: str, shards: int, tmp_path, **config):
-    """A stream of `shards` shards, a job on it at factor 2, and its agent in the test's session
+def kinesis_agent(spark, kinesis, redis_server, job: str, stream: str, shards: int, tmp_path, factor: int = 2,
+                  process=echo, **config):
+    """A stream of `shards` shards, a job on it at `factor`, and its agent in the test's session
     writing Parquet files: (store, agent, sink)."""
     kinesis.create_stream(stream, shards)
     store = MetadataStore(redis_server.url, job)
-    store.init_layout(Layout(topics={stream: shards}, factor=2, source="kinesis"))
+    store.init_layout(Layout(topics={stream: shards}, factor=factor, source="kinesis"))
     sink = FileSink(tmp_path / "out")
     agent = PipelineAgent(spark, PipelineConfig(
         job=job, redis_url=redis_server.url, bootstrap="", trigger_seconds=0.3, source="kinesis",
-        kinesis_endpoint=kinesis.endpoint, **config), echo, sink)
+        kinesis_endpoint=kinesis.endpoint, **config), process, sink)
     return store, agent, sink
 
 
@@ -107,6 +108,43 @@ def _outputs_by_batch(out) -> list[tuple[tuple[int, int], int, bytes, int]]:
                 shard, _, seq = value.decode().split(":")
                 rows.append((when, int(shard), key, int(seq)))
     return rows
+
+
+def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read_by_its_tails_pages(
+        spark, kinesis, stream, redis_server, job, tmp_path):
+    """At factor 1 a slot's reads hardly tell a record's part from the call's, and a scale-up
+    would be promised the read as measured there. The driver's tails read the light input in
+    small pages and the burst in big ones: their least cost a record is the read's floor, and
+    the pipeline exports the read scaled by it (`batch_read_seconds`) before any rescale."""
+    from tests.apps import slow_echo
+
+    store, agent, _ = kinesis_agent(spark, kinesis, redis_server, job, stream, 2, tmp_path, factor=1,
+                                    process=slow_echo, batch_seconds=1.0)
+    seen: list[bool] = []
+    agent.on_batch = lambda a, progress: seen.append(any(p.pending for p in progress))
+    producer = KinesisProducer(kinesis, stream)
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        producer.start()
+        wait_until(lambda: len(seen) >= 4 and agent.admission.endpoint_cost.small, 60, "light batches", errors)
+        kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"burst") for i in range(3000)])
+        wait_until(lambda: sum(seen) >= 3 and agent.admission.endpoint_per_record is not None, 90,
+                   "saturated batches and the tails' big pages", errors)
+        time.sleep(1.0)  # the metrics of a batch after both
+        assert not errors
+    finally:
+        producer.stopped.set()
+        stop.set()
+        thread.join(60)
+        agent.close()
+    admission = agent.admission
+    assert admission.endpoint_cost.big and admission.endpoint_per_record > 0
+    read = admission.growing_read_s(1)
+    assert read is not None and read > 0, "the read's floor, before any rescale"
+    assert admission.growing_read_s(8) == pytest.approx(8 * read)
+    assert admission.duty(8) < admission.duty(1)
+    assert agent.metrics.read_s is not None and agent.metrics.read_s > 0  # as the last batch left it
+    assert "autosizer_pipeline_batch_read_seconds" in {family.name for family in agent.metrics.collect()}
 
 
 @pytest.mark.parametrize("grouper", ["partition", "lineage"])

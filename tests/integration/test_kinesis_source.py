@@ -93,6 +93,22 @@ def test_a_tail_counts_arrivals_and_records_behind_a_position(kinesis, stream):
     assert tail.seen == 40 and tail.behind(numbers[10]) == 30  # a high watermark keeps counting
 
 
+def test_a_tail_times_each_page_that_held_records(kinesis, stream, monkeypatch):
+    """The pages a tail reads are the pipeline's measure of what a record costs the endpoint
+    (`Admission.observe_endpoint_read`): each page with records, its size and its call's time;
+    a follow that found nothing new gives none."""
+    from autosizer.pipeline import kinesis_source
+
+    monkeypatch.setattr(kinesis_source, "PAGE", 12)
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(30)])
+    tail = kinesis_source.ShardTail(ShardReader(kinesis_client(kinesis.endpoint), stream), 0, 0)
+    pages = tail.follow()
+    assert [records for records, _ in pages] == [12, 12, 6]
+    assert all(0 < seconds < 30 for _, seconds in pages)
+    assert tail.follow() == []
+
+
 def test_a_read_and_a_tail_at_the_shards_tip_stop_without_asking_for_an_empty_page(kinesis, stream):
     """AWS serves a shard five GetRecords a second, shared by every consumer of the stream. A
     page at the tip (`MillisBehindLatest` 0) with fewer records than asked held everything

@@ -116,6 +116,39 @@ def test_a_larger_factor_is_promised_the_read_its_larger_batches_pay():
     assert admission.duty(1) > admission.duty(8)
 
 
+def test_a_scale_up_from_factor_1_is_promised_at_least_the_read_the_endpoint_serves_a_record_in():
+    """At factor 1 a Kinesis slot read 200 records in the time it read 870 (the call's fixed
+    part, the emulator's pauses): no line, and factor 8 was promised the read as measured at 1,
+    13-35% more than it did. The driver's tails read a burst in pages far larger than they read
+    keeping up: the least a big page cost a record beyond the call is the least a record costs
+    (the pages below: a rise run's, the emulator busy with the burst's writes, then not), at
+    most the slots' whole read per record; the slots' own line counts where it says more."""
+    layout = Layout(topics={"orders": 4}, factor=1)
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe(batch(layout, rate=99))
+    for records, seconds in ((200, 0.27), (870, 0.21), (650, 0.43), (870, 0.26), (400, 0.16), (870, 0.24)):
+        admission.observe_read(records, seconds)
+    admission.observe_cycle(cycle_s=3.6, slot_s=3.05, read_records=870, factor=1)
+    assert admission.read_cost.per_record() is None and admission.growing_read_s(8) is None
+    keeping_up = [(42, 0.0125), (47, 0.0099), (56, 0.0074), (51, 0.0826), (38, 0.0112), (60, 0.0097)]
+    admission.observe_endpoint_read(keeping_up)
+    assert admission.endpoint_per_record is None and admission.growing_read_s(8) is None
+    admission.observe_endpoint_read([(392, 0.438), (504, 0.4509), (788, 0.679)])  # the writes' queue
+    busy = admission.endpoint_per_record
+    assert busy == pytest.approx((0.679 - 0.0074) / 788)
+    whole = admission.read_cost.whole_per_record()  # the slots' reads, their fixed part and all
+    assert busy > whole and admission.growing_read_s(8) == pytest.approx(whole * 870 * 8)
+    admission.observe_endpoint_read([(488, 0.0335), (363, 0.0272), *keeping_up])  # the writes done
+    floor = admission.endpoint_per_record
+    assert floor == pytest.approx((0.0335 - 0.0074) / 488)
+    assert admission.growing_read_s() == pytest.approx(floor * 870)
+    assert admission.growing_read_s(8) == pytest.approx(8 * floor * 870)
+    assert admission.duty(8) < admission.duty(1)
+    for records in (900, 300, 900, 120, 900) * 7:  # the window through these alone
+        admission.observe_read(records, 0.13 + 0.000156 * records)
+    assert admission.growing_read_s(8) == pytest.approx(0.000156 * 870 * 8)
+
+
 def test_without_a_read_measured_every_factor_pays_the_same_cost():
     admission = Admission(AdmissionConfig(batch_seconds=3))
     admission.observe_cycle(cycle_s=3.6, slot_s=3.0)

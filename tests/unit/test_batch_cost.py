@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autosizer.elasticity.batch_cost import ReadCost, batch_duty, duty_at, overhead_at
+from autosizer.elasticity.batch_cost import PageCost, ReadCost, batch_duty, duty_at, overhead_at
 
 
 def test_a_line_through_batches_of_different_sizes_finds_the_reads_cost_per_record():
@@ -107,3 +107,42 @@ def test_the_read_grows_with_the_factor_and_the_rest_of_the_cost_stays():
     assert duty_at(3.0, 0.5, 0.1, 1, 8) == pytest.approx(3 / (3 + 1.2))
     assert duty_at(3.0, 0.5, 0.1, 1, 1) == batch_duty(3.0, 0.5)
     assert duty_at(3.0, None, 0.1, 1, 8) == 1.0 and duty_at(None, 0.5, 0.1, 1, 8) == 1.0
+
+
+def test_a_page_costs_a_record_at_least_what_the_quietest_big_page_did_beyond_the_call():
+    """A tail's pages in a Kinesis rise run: keeping up (38-60 records), then the burst's pages
+    while the emulator took its writes one call at a time (1 ms a record), then two after. A line
+    through them would have said the writes' queue; the least big page says the endpoint."""
+    cost = PageCost()
+    for records, seconds in ((42, 0.0125), (47, 0.0099), (56, 0.0074), (51, 0.0826), (38, 0.0112)):
+        cost.observe(records, seconds)
+    assert cost.per_record() is None, "pages alike tell nothing"
+    cost.observe(150, 0.02)  # under BIG_PAGE times the typical page: one more small page
+    assert cost.per_record() is None
+    for records, seconds in ((392, 0.438), (504, 0.4509), (788, 0.679), (488, 0.0335), (363, 0.0272)):
+        cost.observe(records, seconds)
+    assert cost.per_record() == pytest.approx((0.0335 - 0.0074) / 488)
+
+
+def test_a_backlogs_pages_count_once_the_pages_after_them_show_what_small_is():
+    """A job started on a backlog: a tail's first pages all as large as each other tell
+    nothing (no call's own time to take off) until the input's pages after them do."""
+    cost = PageCost()
+    for records in (1482, 1490, 1475, 1500):
+        cost.observe(records, 0.01 + 0.00008 * records)
+    assert cost.per_record() is None
+    for records in (48, 52, 47, 55):
+        cost.observe(records, 0.01 + 0.00008 * records)
+    assert cost.per_record() is None, "four of eight small: the median still a backlog's page"
+    cost.observe(50, 0.01 + 0.00008 * 50)
+    assert cost.per_record() == pytest.approx(0.00008 * (1 - 47 / 1475))  # the call took 47 records' part
+
+
+@given(st.lists(st.tuples(st.integers(1, 20_000), st.floats(0, 30, allow_nan=False)), min_size=1, max_size=80))
+def test_a_pages_cost_a_record_is_never_more_than_a_big_page_paid_whole(pages):
+    cost = PageCost()
+    for records, seconds in pages:
+        cost.observe(records, seconds)
+    per_record = cost.per_record()
+    if per_record is not None:
+        assert 0 <= per_record <= min(seconds / records for records, seconds in cost.big)
