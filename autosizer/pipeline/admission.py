@@ -204,14 +204,18 @@ class Admission:
         part left out: the records a saturated batch reads grow with the factor (a partition's
         span is `run_ahead` batches of its F tasks' rates), and so does this. None before a
         saturated batch was measured. A record costs at least what the endpoint takes to serve
-        it (`observe_endpoint_read`), and at most the slots' whole read per record."""
+        it (`observe_endpoint_read`), unless that is more than the slots' whole read per record,
+        their reads' fixed part and all: then the tails' pages waited on something else (the
+        emulator's writes: 0.7-3.7 ms a record in a burst's pages, the slots' reads 0.3)."""
         if self.saturated_read is None or self.factor is None:
             return None
-        told = [p for p in (self.read_cost.per_record(), self.endpoint_per_record) if p is not None]
         whole = self.read_cost.whole_per_record()
-        if not told or not whole > 0:
+        floor = self.endpoint_per_record
+        told = [p for p in (self.read_cost.per_record(), floor if floor is not None and floor <= whole else None)
+                if p is not None]
+        if not told:
             return None
-        return min(max(told), whole) * self.saturated_read * (factor or self.factor) / self.factor
+        return max(told) * self.saturated_read * (factor or self.factor) / self.factor
 
     def duty(self, factor: int | None = None) -> float:
         """The share of a saturated job's time its tasks can work at `factor` (default: the

@@ -146,8 +146,9 @@ class JobModel:
     read_growth_shown: bool = False
     # The rescales the real job made before its pipeline showed that read: at one factor its
     # reads cannot tell the read's fixed part from its records' (a Kinesis slot reads 200 records
-    # in the time it reads 870), and a rescale in the driver gives reads of two sizes (session 55,
-    # `bench_kinesis.py rise`). The replay's daemon sees it after as many rescales of its own.
+    # in the time it reads 870) until a rescale in the driver gives reads of two sizes (session 55,
+    # `bench_kinesis.py rise`) or, on Kinesis, its tails read a burst in big pages (session 56).
+    # The replay's daemon sees it after as many rescales of its own.
     read_growth_after: int = 0
     # The job's time zone (the daemon's `[job] timezone`): the days its history learns begin at
     # its midnight, so a daily pattern keeps its hour across a daylight-saving change.
