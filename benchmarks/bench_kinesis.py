@@ -27,7 +27,9 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    running factor, and a batch's read grows with the factor (`elasticity/batch_cost.py`), which
    the pipeline can tell only from reads of different sizes. Three runs a scale-up starts from:
    at factor 1, one keeps up (half its bound for 30 s, batches of what arrived) and then falls
-   behind (`--seconds` of its bound at once), one starts on a steady backlog; and one drains a
+   behind (`--seconds` of its bound at once), one starts on a steady backlog, one on the same
+   backlog with input arriving at half its bound for 30 s (the driver's tails then read small
+   pages after the backlog's big ones: the read's floor, session 56); and one drains a
    backlog at factor 1 and is rescaled to 4 in its driver after 5 batches (reads at two
    factors). After each batch that left work behind, what its measurements promise each larger
    factor of `--factors`, over what that factor then does draining a backlog (past its start),
@@ -71,6 +73,7 @@ from bench_pipeline import (  # noqa: E402
     ordered_bound,
     rise_feed,
     rise_table,
+    steady_feed,
 )
 
 from autosizer.controller.logging import configure_logging  # noqa: E402
@@ -150,6 +153,17 @@ class Run:
 
         feed = rise_feed(write, light_rate, light_s, burst)
         return self._drain(1, light_rate * light_s + burst, stream, feed, promise_to)
+
+    def fed_run(self, light_rate: int, light_s: int, burst: int, keys: int, promise_to: tuple[int, ...]):
+        """The pipeline at factor 1 on a stream holding `burst` records, written `light_rate`
+        records a second for `light_s` seconds more once it runs (a job behind on live traffic)."""
+        stream = self.backlog(burst, keys)
+
+        def write(first: int, count: int) -> None:
+            self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(first, first + count)])
+
+        return self._drain(1, burst + light_rate * light_s, stream,
+                           lambda: steady_feed(write, burst, light_rate, light_s), promise_to)
 
     def _drain(self, factor: int, records: int, stream: str, feed=None, promise_to: tuple[int, ...] = (),
                rescale_to: tuple[int, int] | None = None):
@@ -401,7 +415,8 @@ def main() -> None:
                        lambda factor, records, to=(): run.factor_run(factor, records, keys, to),
                        lambda factor: ordered_bound(factor, keys, 1 / 0.0101, shard_of(keys)),
                        tuple(f for f in args.factors if f > 1), args.seconds, f"{SHARDS} shards, {keys:,} keys",
-                       lambda records, to: run.rescaled_run(records, keys, to))
+                       lambda records, to: run.rescaled_run(records, keys, to),
+                       lambda light, seconds, burst, to: run.fed_run(light, seconds, burst, keys, to))
         if "calls" in args.which:
             print(f"\n## Kinesis calls a shard serves a second, factor 1, {SHARDS} shards, 10 ms a record, default "
                   "settings (AWS: 5 GetRecords and 5 GetShardIterator a second a shard, every consumer's)", flush=True)

@@ -504,35 +504,44 @@ def factor_table(run_case, keys: int, factors: list[int], seconds: float, partit
               f"{run.longest_gap:.1f} | {run.cycle_s:.2f} ({run.read_s:.2f}) | {predicted} |", flush=True)
 
 
+def steady_feed(write, first: int, rate: int, seconds: int) -> None:
+    """`rate` records a second for `seconds` seconds, records `first` on (`write(first, count)`)."""
+    began = time.perf_counter()
+    for second in range(seconds):
+        write(first + second * rate, rate)
+        time.sleep(max(0.0, began + second + 1 - time.perf_counter()))
+
+
 def rise_feed(write, light_rate: int, light_s: int, burst: int):
     """A feed for `drain`: `light_rate` records a second for `light_s` seconds (a job keeping up),
     then `burst` at once (it falls behind). `write(first, count)` writes records `first` on."""
 
     def feed() -> None:
-        began = time.perf_counter()
-        for second in range(light_s):
-            write(second * light_rate, light_rate)
-            time.sleep(max(0.0, began + second + 1 - time.perf_counter()))
+        steady_feed(write, 0, light_rate, light_s)
         write(light_s * light_rate, burst)
 
     return feed
 
 
 def rise_table(rise_case, factor_case, bound, targets: tuple[int, ...], seconds: float, what: str,
-               rescaled_case=None) -> None:
+               rescaled_case=None, fed_case=None) -> None:
     """`promise_table` for the runs a scale-up starts from: `rise_case(light_rate, light_s,
     burst, targets)` at factor 1 keeps up at half its bound for RISE_LIGHT_S, then falls behind
     by `seconds` of it; `factor_case(factor, records, targets)` drains a backlog at factor 1;
-    `rescaled_case(records, targets)`, if given, drains one rescaled 1 -> RESCALED in its driver
-    after RESCALE_AFTER batches, and promises from there. Each target factor then drains
-    `seconds` of its `bound(factor)`."""
+    `fed_case(light_rate, light_s, burst, targets)`, if given, drains the same backlog with input
+    arriving at half the bound for RISE_LIGHT_S (a job behind on live traffic); `rescaled_case(records,
+    targets)`, if given, drains one rescaled 1 -> RESCALED in its driver after RESCALE_AFTER
+    batches, and promises from there. Each target factor then drains `seconds` of its
+    `bound(factor)`."""
     light, burst = int(bound(1) / 2), int(bound(1) * seconds)
     print(f"\n## the promise a scale-up reads: factor 1 behind after keeping up ({light}/s for {RISE_LIGHT_S} s, "
-          f"then {burst:,} at once), on a steady backlog, and factor {RESCALED} after a rescale from 1 in its "
-          f"driver, against each factor draining a backlog; sleep 10 ms per record, {what}, default settings",
-          flush=True)
+          f"then {burst:,} at once), on a steady backlog{' (with and without input after it)' if fed_case else ''}, "
+          f"and factor {RESCALED} after a rescale from 1 in its driver, against each factor draining a backlog; "
+          f"sleep 10 ms per record, {what}, default settings", flush=True)
     starts = {"keeping up": rise_case(light, RISE_LIGHT_S, burst, targets),
               "a backlog": factor_case(1, burst, targets)}
+    if fed_case is not None:
+        starts["a backlog, input after"] = fed_case(light, RISE_LIGHT_S, burst, targets)
     if rescaled_case is not None:
         over = tuple(f for f in targets if f > RESCALED)
         records = int(bound(1) * RESCALE_AFTER * 3.6 + bound(RESCALED) * seconds)
