@@ -174,6 +174,7 @@ class ShardReader:
     def __init__(self, client: Any, stream: str, outage_s: float = 0.0):
         self.client, self.stream, self.outage_s = client, stream, outage_s
         self._starting: dict[int, int] = {}
+        self.left_at: str | None = None  # the iterator the last page read handed on (`first_at`)
 
     def _call(self, what: str, call: Any, **kwargs: Any) -> Any:
         began, pause = None, 0.2
@@ -266,7 +267,7 @@ class ShardReader:
                     left -= 1
                     position = number + 1
                     yield record
-            iterator = page.get("NextShardIterator")
+            iterator = self.left_at = page.get("NextShardIterator")
             if caught_up(page, asked):
                 return
             if not page["Records"]:
@@ -277,9 +278,12 @@ class ShardReader:
             else:
                 deadline = time.monotonic() + timeout_s
 
-    def first_at(self, shard: int, position: int) -> int | None:
-        """The sequence number of the first record at or after `position`, or None."""
-        for record in self.records(self.iterator(shard, position), 1, position, shard=shard):
+    def first_at(self, shard: int, position: int, iterator: str | None = None) -> int | None:
+        """The sequence number of the first record at or after `position`, or None (and then
+        `left_at` is where to ask next time: a fresh iterator costs a GetShardIterator, which a
+        shard serves five a second on AWS). `iterator`: one that an empty ask at the same
+        position left, instead of a fresh one."""
+        for record in self.records(iterator or self.iterator(shard, position), 1, position, shard=shard):
             return int(record["SequenceNumber"])
         return None
 
@@ -441,6 +445,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         if self.outage_s < 0:
             raise ValueError(f"autosizer-kinesis option kinesis.outageMs must be >= 0, not {self.outage_s * 1000:g}")
         self._reader: ShardReader | None = None
+        self._peeks: dict[int, tuple[int, str | None]] = {}  # shard -> (start, iterator an empty peek left)
 
     def _shards(self) -> ShardReader:
         if self._reader is None:
@@ -470,9 +475,27 @@ class KinesisStreamReader(DataSourceStreamReader):
                 continue
             stream, shard = parse_offset_key(key)
             begin = int(entry["start"])
-            ready = stream == self.stream and self._shards().first_at(shard, begin) is not None
+            ready = stream == self.stream and self._has_record(shard, begin)
             out[key] = {"start": str(begin), "span": int(entry["span"]) if ready else 0}
         return out
+
+    def _has_record(self, shard: int, begin: int) -> bool:
+        """Whether the shard holds a record at or past `begin`. A peek that found none keeps the
+        iterator its last page handed on, and the next peek at the same start asks from there:
+        an idle job asked each shard a GetShardIterator every trigger (1.0 a second, of the five
+        AWS serves it; `bench_kinesis.py calls`). A closed shard read to its end has none, and
+        is not asked again until its start moves."""
+        reader = self._shards()
+        at, left = self._peeks.pop(shard, (None, None))
+        if at != begin:
+            left = None
+        elif left is None:  # closed, and read to its end
+            self._peeks[shard] = (at, None)
+            return False
+        found = reader.first_at(shard, begin, left)
+        if found is None:
+            self._peeks[shard] = (begin, reader.left_at)
+        return found is not None
 
     def partitions(self, start: dict, end: dict) -> list[KinesisSlot]:
         reads: dict[str, ShardRead] = {}

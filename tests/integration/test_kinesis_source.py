@@ -138,6 +138,44 @@ def test_a_read_and_a_tail_at_the_shards_tip_stop_without_asking_for_an_empty_pa
     assert tail.seen == 35 and len(calls) == 2
 
 
+def test_an_idle_peek_asks_no_fresh_iterator_until_its_shards_start_moves(kinesis, stream, tmp_path):
+    """Spark asks the source each trigger whether a shard has a record past its start. A peek
+    that found none asks next time from the iterator its page handed on: an idle job asked each
+    shard a GetShardIterator every trigger (AWS serves five a second a shard, shared by every
+    consumer). A record arriving is found from there; a new start takes a fresh iterator."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from autosizer.pipeline.kafka_source import write_plan
+    from autosizer.pipeline.kinesis_source import KinesisStreamReader
+
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(3)])
+    reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+    past = int(list(reader.records(reader.iterator(0, 0), 10))[-1]["SequenceNumber"]) + 1
+    plan = tmp_path / "plan.json"
+    write_plan(str(plan), {"_epoch": 1, f"{stream}/0": {"start": past, "span": 100}})
+    source = KinesisStreamReader({"stream": stream, "endpoint": kinesis.endpoint, "planFile": str(plan)})
+    calls: list[str] = []
+    client = source._shards().client
+    for call in ("GetShardIterator", "GetRecords"):
+        client.meta.events.register(f"before-call.kinesis.{call}", lambda call=call, **_: calls.append(call))
+
+    def span() -> int:
+        return source.latestOffset({}, ReadAllAvailable())[f"{stream}/0"]["span"]
+
+    assert span() == 0 and calls.count("GetShardIterator") == 1
+    calls.clear()
+    assert [span() for _ in range(3)] == [0, 0, 0]
+    assert calls == ["GetRecords"] * 3, "idle: one GetRecords a peek, no fresh iterator"
+    calls.clear()
+    kinesis.produce(stream, [(b"k9", b"b")])
+    assert span() == 100 and calls == ["GetRecords"]
+    numbers = [int(r["SequenceNumber"]) for r in reader.records(reader.iterator(0, past), 10)]
+    write_plan(str(plan), {"_epoch": 1, f"{stream}/0": {"start": numbers[-1] + 1, "span": 100}})
+    calls.clear()
+    assert span() == 0 and calls == ["GetShardIterator", "GetRecords"], "a new start: a fresh iterator"
+
+
 def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(tmp_path, stream):
     """The endpoint goes away between a batch's iterator and its GetRecords and comes back 3 s
     later with its records (its data kept on disk): a reader with an outage bound asks again
