@@ -88,9 +88,7 @@ def test_a_line_that_starts_below_nothing_counts_at_most_the_whole_read_per_reco
 
 @given(st.lists(st.tuples(st.integers(1, 100_000), st.floats(0, 30, allow_nan=False)), min_size=1, max_size=40))
 def test_the_part_that_grows_never_exceeds_the_read_it_was_measured_in(batches):
-    cost = ReadCost()
-    for records, seconds in batches:
-        cost.observe(records, seconds)
+    cost = _fed(ReadCost(), batches)
     per_record = cost.per_record()
     if per_record is not None:
         assert 0 <= per_record <= cost.whole_per_record() * (1 + 1e-9)
@@ -140,9 +138,14 @@ def test_a_backlogs_pages_count_once_the_pages_after_them_show_what_small_is():
 
 @given(st.lists(st.tuples(st.integers(1, 20_000), st.floats(0, 30, allow_nan=False)), min_size=1, max_size=80))
 def test_a_pages_cost_a_record_is_never_more_than_a_big_page_paid_whole(pages):
-    cost = PageCost()
-    for records, seconds in pages:
-        cost.observe(records, seconds)
+    cost = _fed(PageCost(), pages)
     per_record = cost.per_record()
     if per_record is not None:
         assert 0 <= per_record <= min(seconds / records for records, seconds in cost.big)
+
+
+def _fed(cost, reads):
+    """`cost` having observed each (records, seconds) of `reads`."""
+    for records, seconds in reads:
+        cost.observe(records, seconds)
+    return cost
