@@ -124,7 +124,7 @@ class Run:
         stream = f"s{uuid.uuid4().hex[:8]}"
         self.kinesis.create_stream(stream, SHARDS)
         began = time.perf_counter()
-        placed = self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(records)])
+        placed = self._writer(stream, keys)(0, records)
         print(f"  produced {records:,} records in {time.perf_counter() - began:.1f} s", flush=True)
         ids = sorted(set(placed))
         expected = shard_of(min(keys, records))
@@ -147,23 +147,26 @@ class Run:
         `light_s` seconds (it keeps up), then `burst` records at once (it falls behind)."""
         stream = f"s{uuid.uuid4().hex[:8]}"
         self.kinesis.create_stream(stream, SHARDS)
-
-        def write(first: int, count: int) -> None:
-            self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(first, first + count)])
-
-        feed = rise_feed(write, light_rate, light_s, burst)
+        feed = rise_feed(self._writer(stream, keys), light_rate, light_s, burst)
         return self._drain(1, light_rate * light_s + burst, stream, feed, promise_to)
 
     def fed_run(self, light_rate: int, light_s: int, burst: int, keys: int, promise_to: tuple[int, ...]):
         """The pipeline at factor 1 on a stream holding `burst` records, written `light_rate`
         records a second for `light_s` seconds more once it runs (a job behind on live traffic)."""
         stream = self.backlog(burst, keys)
-
-        def write(first: int, count: int) -> None:
-            self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100) for i in range(first, first + count)])
-
+        write = self._writer(stream, keys)
         return self._drain(1, burst + light_rate * light_s, stream,
                            lambda: steady_feed(write, burst, light_rate, light_s), promise_to)
+
+    def _writer(self, stream: str, keys: int):
+        """`write(first, count)`: records `first` on, key `i % keys` with a 100-byte value each;
+        the shard each went to (`EmbeddedKinesis.produce`)."""
+
+        def write(first: int, count: int) -> list[str]:
+            return self.kinesis.produce(stream, [(b"key-%d" % (i % keys), b"x" * 100)
+                                                 for i in range(first, first + count)])
+
+        return write
 
     def _drain(self, factor: int, records: int, stream: str, feed=None, promise_to: tuple[int, ...] = (),
                rescale_to: tuple[int, int] | None = None):

@@ -142,12 +142,11 @@ class PageCost:
         if records <= 0 or not math.isfinite(seconds) or seconds < 0:
             return
         self.small.append((records, seconds))
-        typical = statistics.median(r for r, _ in self.small)
-        if any(r >= BIG_PAGE * typical for r, _ in self.small):
-            self.big.extend(p for p in self.small if p[0] >= BIG_PAGE * typical)
-            kept = [p for p in self.small if p[0] < BIG_PAGE * typical]
-            self.small.clear()
-            self.small.extend(kept)
+        big = BIG_PAGE * statistics.median(r for r, _ in self.small)
+        if any(r >= big for r, _ in self.small):
+            pages = list(self.small)
+            self.big.extend(p for p in pages if p[0] >= big)
+            self.small = deque((p for p in pages if p[0] < big), maxlen=READ_WINDOW)
 
     def per_record(self) -> float | None:
         """Seconds a record adds to a page at least, or None before a small page and a big one
