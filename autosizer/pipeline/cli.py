@@ -154,7 +154,7 @@ def _spark(session: Any, master: str, job: str, gc_freeze: bool = True,
                        "use local[N] or spark://HOST:7077 (Spark's reason is above)") from None
 
 
-def _check_kinesis(endpoint: str | None, region: str | None) -> None:
+def check_kinesis_access(endpoint: str | None, region: str | None) -> None:
     """What boto3 would refuse only once Spark runs, with a traceback from inside the query: boto3
     not installed, an endpoint that is no URL, or no region or credentials anywhere in its chain
     (flag, environment, profile, role)."""
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> None:
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
     if args.source == "kinesis":
-        _check_kinesis(args.kinesis_endpoint, args.region)
+        check_kinesis_access(args.kinesis_endpoint, args.region)
     from autosizer.controller.logging import configure_logging
 
     # A long-running process: its starts, drains and startpoints are what an operator reads.

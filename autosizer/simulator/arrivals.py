@@ -1,5 +1,6 @@
 """Arrivals: a topic's records counted by the second of their own timestamps, read back from the
-broker after a run, as the load `fit` replays (its `ARRIVALS` series).
+broker (or a Kinesis stream's, by their ApproximateArrivalTimestamp) after a run, as the load
+`fit` replays (its `ARRIVALS` series).
 
 The pipeline's probe reads the high watermark about once a second and Prometheus keeps one reading
 a scrape, so the watermark's steps place a step in the input only between two reads: run 153's
@@ -97,3 +98,45 @@ def _count(consumer, counts: dict, ends: dict, left: set, start: float, timeout_
             bound.info("arrivals.progress", read=read)
             shown = time.monotonic()
     bound.info("arrivals.read", read=read)
+
+
+def read_kinesis_arrivals(stream: str, start: float, end: float, endpoint: str | None = None,
+                          region: str | None = None, late_s: float = LATE_S) -> Series:
+    """Each shard's records (closed shards' too: a re-shard mid-run splits the load among
+    them) counted per second of their ApproximateArrivalTimestamp, the time Kinesis took each
+    in. Each shard is read from the first record that arrived at `start` or later (an
+    AT_TIMESTAMP iterator: the days before are not read) to the first that arrived `late_s` past
+    the window, or its end. Labels are the pipeline's: the stream, and the shard's number."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from autosizer.pipeline.kinesis_source import ShardReader, caught_up, kinesis_client, shard_id
+    from autosizer.redaction import redact
+
+    reader = ShardReader(kinesis_client(endpoint, region), stream)
+    bound = log.bind(stream=stream)
+    counts: dict[int, np.ndarray] = {}
+    read, shown = 0, time.monotonic()
+    try:
+        for shard in sorted(s.index for s in reader.shards()):
+            row = counts[shard] = np.zeros(int(end - start) + 1)
+            iterator: str | None = reader.at_timestamp(shard, start)
+            while iterator:
+                page = reader.client.get_records(ShardIterator=iterator, Limit=10_000)
+                times = [r["ApproximateArrivalTimestamp"].timestamp() for r in page["Records"]]
+                for at in times:
+                    if start <= at < end + 1:
+                        row[int(at - start)] += 1
+                read += len(times)
+                iterator = page.get("NextShardIterator")
+                if (times and times[-1] >= end + 1 + late_s) or caught_up(page, 10_000):
+                    break
+                if time.monotonic() - shown >= PROGRESS_EVERY_S:
+                    bound.info("arrivals.progress", read=read, shard=shard_id(shard))
+                    shown = time.monotonic()
+    except (BotoCoreError, ClientError) as exc:
+        where = endpoint or "AWS"
+        raise ValueError(f"reading the record times of Kinesis stream {stream!r} at {redact(where)} failed "
+                         f"({redact(str(exc))}); check --kinesis-stream and --kinesis-endpoint") from None
+    bound.info("arrivals.read", read=read, shards=len(counts))
+    return [({"topic": stream, "partition": str(shard)}, [(start + s, float(c)) for s, c in enumerate(row)])
+            for shard, row in sorted(counts.items())]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import replace
 from typing import Any
@@ -188,11 +189,18 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         "came, not between two scrapes); needs --topic")
     parser.add_argument("--topic", action="append", default=[],
                         help="a topic the job read, with --bootstrap (repeat for several)")
+    parser.add_argument("--kinesis-stream", help="the Kinesis stream a `--source kinesis` job read, still holding "
+                        "the run's records: the load is then counted from their arrival times (instead of "
+                        "--bootstrap); credentials from boto3's chain")
+    parser.add_argument("--kinesis-endpoint", default=os.environ.get("AUTOSIZER_KINESIS_ENDPOINT"),
+                        help="with --kinesis-stream: the endpoint URL (default: AWS's); env AUTOSIZER_KINESIS_ENDPOINT")
+    parser.add_argument("--region", default=os.environ.get("AWS_REGION"),
+                        help="with --kinesis-stream: the stream's AWS region (default: boto3's); env AWS_REGION")
     parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
 
 
 def run_fit(args: argparse.Namespace) -> None:
-    from autosizer.simulator.arrivals import read_arrivals
+    from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals
     from autosizer.simulator.fit import ARRIVALS, fetch, fitted_run, write_trace
     from autosizer.simulator.workloads import _when
 
@@ -213,9 +221,18 @@ def run_fit(args: argparse.Namespace) -> None:
     if bool(args.bootstrap) != bool(args.topic):
         raise ValueError("--bootstrap and --topic go together: the broker and the topics whose records' "
                          "times are the load (or drop both to count the load from the watermark)")
+    if args.bootstrap and args.kinesis_stream:
+        raise ValueError("--bootstrap and --kinesis-stream are two sources of the records' times: pass the one "
+                         "the job read")
+    if args.kinesis_stream:
+        from autosizer.pipeline.cli import check_kinesis_access
+
+        check_kinesis_access(args.kinesis_endpoint, args.region)
     series = fetch(args.prometheus, start, end, args.selector, f"{int(window)}s")
     if args.bootstrap:
         series[ARRIVALS] = read_arrivals(args.bootstrap, args.topic, start, end)
+    elif args.kinesis_stream:
+        series[ARRIVALS] = read_kinesis_arrivals(args.kinesis_stream, start, end, args.kinesis_endpoint, args.region)
     fitted = fitted_run(series, start, end)
     path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
     job = fitted.job

@@ -1,6 +1,6 @@
-"""The reader of a topic's record times (`autosizer fit --bootstrap`, the sim-vs-real benchmark)
-against a real broker: each record counted once, in the second its producer stamped, and none
-from before the run."""
+"""The readers of a topic's record times (`autosizer fit --bootstrap`, the sim-vs-real benchmark)
+against a real broker, and of a Kinesis stream's (`--kinesis-stream`) on the emulator: each
+record counted once, in the second it was stamped, and none from before the run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 import structlog
 
-from autosizer.simulator.arrivals import read_arrivals
-from tests.servers import Broker
+from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals
+from tests.servers import Broker, Kinesis
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +61,45 @@ def test_a_log_ending_in_a_transactions_marker_is_read_to_its_end(broker: Broker
     producer.commit_transaction(10)
     counted = read_arrivals(broker.bootstrap, ["orders"], start, time.time(), timeout_s=5.0)
     assert sum(c for _, points in counted for _, c in points) == 5
+
+
+def put(kinesis: Kinesis, stream: str, count: int, tag: str) -> tuple[float, float]:
+    """`count` records under many keys (so every shard gets some); the window they arrived in."""
+    before = time.time()
+    kinesis.produce(stream, [(b"%s-%d" % (tag.encode(), i), b"%d" % i) for i in range(count)])
+    return before, time.time()
+
+
+def test_each_kinesis_record_is_counted_in_the_second_it_arrived_closed_shards_too(kinesis: Kinesis, stream: str):
+    kinesis.create_stream(stream, 2)
+    client = kinesis.client()
+    put(kinesis, stream, 10, "before")  # before the run: not its load
+    time.sleep(1.1)
+    start = time.time()
+    early = put(kinesis, stream, 30, "early")
+    shard = client.list_shards(StreamName=stream)["Shards"][0]
+    low, high = (int(shard["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+    client.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    kinesis.wait_active(stream)
+    time.sleep(max(0.0, start + 2.2 - time.time()))
+    late = put(kinesis, stream, 20, "late")  # into the split's children
+    end = time.time()
+    time.sleep(1.3)
+    put(kinesis, stream, 40, "after")  # past the window's last second: not counted
+    with structlog.testing.capture_logs() as logs:
+        counted = read_kinesis_arrivals(stream, start, end, endpoint=kinesis.endpoint, late_s=0.0)
+    assert [e["shards"] for e in logs if e["event"] == "arrivals.read"] == [4], "the parent shards and the children"
+    per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
+                  for s in range(int(end - start) + 1)]
+    assert sum(per_second) == 50, "each record of the run once, none of the 10 before it or the 40 after"
+    for (first, last), count in ((early, 30), (late, 20)):
+        seconds = range(int(first - start), int(last - start) + 1)
+        assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
+    closed = {labels["partition"] for labels, points in counted if sum(c for _, c in points)}
+    assert "0" in closed or "1" in closed, "the split parent's records of the run are counted"
+    assert all(labels == {"topic": stream, "partition": labels["partition"]} for labels, _ in counted)
+
+
+def test_a_stream_that_is_not_there_is_one_line_naming_the_flags(kinesis: Kinesis, stream: str):
+    with pytest.raises(ValueError, match=r"^reading the record times of Kinesis stream .* check --kinesis-stream"):
+        read_kinesis_arrivals(stream, time.time() - 10, time.time(), endpoint=kinesis.endpoint)

@@ -1,5 +1,5 @@
 """A Kinesis pipeline's client errors: which count as the source being down, and what is checked
-before Spark starts (`autosizer.pipeline.cli._check_kinesis`)."""
+before Spark starts (`autosizer.pipeline.cli.check_kinesis_access`)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ def test_a_kinesis_endpoint_that_does_not_answer_raises_what_the_agent_counts_as
 def test_a_kinesis_pipeline_without_boto3_names_the_extra_to_install(monkeypatch):
     """boto3 is an optional extra (`autosizer[kinesis]`): without it `--source kinesis` was an
     ImportError traceback from inside the first query."""
-    from autosizer.pipeline.cli import AppError, _check_kinesis
+    from autosizer.pipeline.cli import AppError, check_kinesis_access
 
     monkeypatch.setitem(sys.modules, "boto3", None)  # what Python does for a package that is not there
     with pytest.raises(AppError, match=r"--source kinesis needs boto3: pip install 'autosizer\[kinesis\]'"):
-        _check_kinesis("http://127.0.0.1:1", "us-east-1")
+        check_kinesis_access("http://127.0.0.1:1", "us-east-1")
 
 
 def test_an_endpoint_away_past_the_outage_bound_fails_the_read_with_one_line_naming_the_fix(monkeypatch):
