@@ -1,6 +1,6 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
-Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--high 255]
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--source kinesis] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
      [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE] [--apart N]
      [--save run.json | --replay run.json [--ticks]]
@@ -73,7 +73,7 @@ from autosizer.policies import (  # noqa: E402
     load_policy,  # noqa: E402
 )
 from autosizer.policies.history import InputHistory, time_zone  # noqa: E402
-from autosizer.simulator.arrivals import read_arrivals  # noqa: E402
+from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
 from autosizer.simulator.fit import (  # noqa: E402
     ARRIVALS,
@@ -87,7 +87,7 @@ from autosizer.simulator.fit import (  # noqa: E402
 )
 from autosizer.simulator.scores import reversals  # noqa: E402
 from autosizer.simulator.traces import real_trace_names  # noqa: E402
-from examples import demo  # noqa: E402
+from examples import demo, kinesis_demo  # noqa: E402
 from examples.loadgen import factor_path  # noqa: E402
 
 LOAD_WINDOW = "3s"
@@ -112,6 +112,8 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
     series = fetch(finished.prometheus_url, start, end, window=LOAD_WINDOW, queries=QUERIES)
     if finished.bootstrap:  # the load from the records' own times (runs saved since session 51)
         series[ARRIVALS] = read_arrivals(finished.bootstrap, [finished.topic], start, end)
+    elif finished.kinesis:  # from their arrival times on the stream (session 57)
+        series[ARRIVALS] = read_kinesis_arrivals(finished.topic, start, end, finished.kinesis)
     rescales = [{"at": d["time"] - start, "old": d["factor"], "new": d["target"], "tick_ms": d["tick_ms"],
                  "actuation_s": (d.get("actuation") or {}).get("seconds"),
                  "prometheus_ms": (d.get("inputs") or {}).get("prometheus_ms"), "reason": d.get("reason"),
@@ -123,15 +125,17 @@ def compare(finished: demo.Finished, save: Path | None = None, phase: tuple[floa
         save.write_text(json.dumps({"start": start, "end": end, "config": finished.config_path.read_text(),
                                     "series": series, "rescales": rescales, "decisions": ticks,
                                     "phase": phase, "history": finished.history,
-                                    "lag_gauge": ONE_MOMENT, "input_rate": READ_TIMES}))
+                                    "lag_gauge": ONE_MOMENT, "input_rate": READ_TIMES, "step": finished.step}))
         print(f"series saved to {save} (replay with --replay {save})")
-    replay(series, start, end, finished.config_path, rescales, phase, finished.history, decisions=ticks)
+    replay(series, start, end, finished.config_path, rescales, phase, finished.history, decisions=ticks,
+           step=finished.step)
 
 
 def replay(series: dict, start: float, end: float, config_path: Path, rescales: list[dict] | None = None,
            phase: tuple[float, float] | None = None, history: dict | None = None,
            backlogs: bool = False, one_moment_gauge: bool = True,
-           input_over_scrapes: bool = False, decisions: list[dict] | None = None) -> None:
+           input_over_scrapes: bool = False, decisions: list[dict] | None = None,
+           step: tuple[float, float] = (demo.STEP_AT, demo.STEP_S)) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
@@ -140,7 +144,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     pipeline's backlog gauge subtracted the positions at the scrape (saved before session 48).
     `input_over_scrapes`: True for a run whose daemon read the input with `rate()` (saved
     before session 51). `decisions`: the real daemon's journaled ticks, whose input (and with
-    `backlogs` backlog) is printed beside the replay's."""
+    `backlogs` backlog) is printed beside the replay's. `step`: the demo's high phase (the
+    Kinesis demo's is its own), where `phase` is not given."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -167,13 +172,13 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     if decisions and backlogs:
         _print_tick_backlogs(decisions, start, reading.backlog)
     if series.get("lag_records"):  # runs saved since session 48
-        _print_second_backlogs(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
+        _print_second_backlogs(series, start, fitted.factor, run, phase or step)
     if series.get("batch_duration"):  # runs saved since session 49
-        _print_batch_durations(series, start, fitted.factor, run, phase or (demo.STEP_AT, demo.STEP_S))
+        _print_batch_durations(series, start, fitted.factor, run, phase or step)
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
-    at, length = phase or (demo.STEP_AT, demo.STEP_S)
+    at, length = phase or step
     step_at, step_end = int(at), int(at + length)
     # The real peak is the highest of the probe's readings, one moment of each second's sawtooth
     # (`Run.probe_peak`); the simulated series holds each second's mean, its middle.
@@ -412,7 +417,20 @@ def main() -> None:
     parser.add_argument("--timezone", default="UTC",
                         help="the daemon's [job] timezone, which keys the days --history writes "
                              "(default UTC); the replay's history is kept in it too")
+    parser.add_argument("--source", choices=("kafka", "kinesis"), default="kafka",
+                        help="kinesis: run `make demo-kinesis`'s job instead (2 shards on the emulator, 50 -> "
+                             "400 orders/s from 20 s for 90 s, the demo's clocks), without its split and "
+                             "merge; the load from the records' arrival times on the stream")
     args = parser.parse_args()
+    if args.source == "kinesis":
+        given = [f"--{name}" for name in ("png", "high", "memory", "cold", "trace", "history", "apart")
+                 if getattr(args, name) not in (None, False, 0)]
+        given += [f"--{name}" for name in ("keys", "clocks", "shape", "policy", "timezone")
+                  if getattr(args, name) != parser.get_default(name)]
+        if given:
+            parser.error(f"--source kinesis runs the Kinesis demo as it ships: drop {', '.join(given)}")
+        kinesis_demo.run(args.duration, after=lambda finished: compare(finished, args.save), reshard=False)
+        return
     try:
         time_zone(args.timezone, "--timezone")
     except ValueError as err:
@@ -425,7 +443,8 @@ def main() -> None:
         config.write_text(saved["config"])
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
                saved.get("history"), args.ticks, saved.get("lag_gauge") == ONE_MOMENT,
-               saved.get("input_rate") != READ_TIMES, saved.get("decisions"))
+               saved.get("input_rate") != READ_TIMES, saved.get("decisions"),
+               tuple(saved.get("step") or (demo.STEP_AT, demo.STEP_S)))
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")

@@ -306,7 +306,9 @@ class Finished:
     decisions: list[dict]  # the daemon's journal, oldest first (`DecisionRecord` fields)
     history: dict[int, list[float]] | None = None  # the days `seed_history` wrote, by UTC day number
     bootstrap: str | None = None  # the broker, still up: its topic holds each record's own time
-    topic: str = "orders"
+    topic: str = "orders"  # the topic, or the Kinesis stream
+    kinesis: str | None = None  # the Kinesis endpoint, still up: its stream holds each record's arrival
+    step: tuple[float, float] = (STEP_AT, STEP_S)  # when the high phase began in the watched run, how long
 
 
 def seed_history(store: MetadataStore, began: float, duration: float, load: Callable[[float], float],

@@ -9,6 +9,9 @@ shows the factor, the shards the layout reads, lag, rates and the last decision;
 exactly-once output and per-customer order are checked and the shards' lineage is printed.
 
 Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150])
+
+`bench_sim_vs_real.py --source kinesis` runs it without the split and the merge (the simulator
+keeps a job's partitions) and replays it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,7 +41,7 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedKinesis, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.demo import CONFIG, SHOWN, _wait_for, last_decision  # noqa: E402
+from examples.demo import CONFIG, SHOWN, Finished, _keeps_up, _wait_for, last_decision  # noqa: E402
 from examples.loadgen import KinesisStepLoad, check_orders  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +60,9 @@ def main() -> None:
     run(args.duration)
 
 
-def run(duration: float) -> None:
+def run(duration: float, after: Callable[[Finished], None] | None = None, reshard: bool = True) -> None:
+    """The whole demo; `after(finished)` runs while Prometheus and the emulator are still up (the
+    sim-vs-real benchmark's hook). `reshard` False runs the step alone, on the stream's shards."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-demo-"))
     job, metrics_port = "demo-kinesis", free_port()
@@ -81,6 +87,8 @@ def run(duration: float) -> None:
         daemon = Daemon(load_config(config_path))
         runner = threading.Thread(target=daemon.run, name="daemon", daemon=True)
         probe = PrometheusCollector(prometheus.url, {k: DEFAULT_QUERIES[k] for k in SHOWN}, window="5s")
+        ages = PrometheusCollector(prometheus.url, {"lag_seconds": DEFAULT_QUERIES["lag_seconds"]})
+        began = time.time()
         try:
             print("starting Spark (about 20 s)...")
             load.start()
@@ -88,15 +96,22 @@ def run(duration: float) -> None:
                 if pipeline.poll() is not None:
                     raise SystemExit(f"the pipeline exited: see {workdir / 'pipeline.log'}")
                 time.sleep(0.5)
+            # as `make demo`: the watched run starts from a job that cleared Spark's start-up backlog
+            settle = time.monotonic() + 60
+            while time.monotonic() < settle and not _keeps_up(probe, ages):
+                time.sleep(0.5)
             runner.start()
-            watch(store, kinesis, load, probe, duration)
+            began = time.time()
+            watch(store, kinesis, load, probe, duration, reshard)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
+            ended = time.time()
             total = load.finish() if load.is_alive() else load.sent
             daemon.stopping.set()
             if runner.is_alive():
                 runner.join(300)
+            decisions = DecisionJournal(store).last(500)
             print(f"\nproduced {total} orders; waiting for the pipeline to finish them...")
             _wait_for(workdir / "enriched", total)
             pipeline.terminate()
@@ -106,14 +121,17 @@ def run(duration: float) -> None:
         lineage = ", ".join(f"{p} from {'+'.join(map(str, ps))}" for (_, p), ps in sorted(layout.parents.items()))
         print(f"shards read at the end: {[p for _, p in layout.partitions()]}; lineage: {lineage or 'none'}; "
               f"retired: {sorted(p for _, p in layout.retired)}; generation {layout.generation}")
+        if after is not None:
+            after(Finished(prometheus.url, began, ended, config_path, [], decisions, topic=STREAM,
+                           kinesis=kinesis.endpoint, step=(STEP_AT, STEP_S)))
         print(f"decisions: autosizer decisions --job {job} --redis {redis_server.url} (while running)")
 
 
 def watch(store: MetadataStore, kinesis: EmbeddedKinesis, load: KinesisStepLoad, probe: PrometheusCollector,
-          duration: float) -> None:
+          duration: float, reshard: bool = True) -> None:
     """Step the load, split and merge shards on schedule; once a second, show the job."""
     journal, began, client = DecisionJournal(store), time.monotonic(), kinesis.client()
-    events = {SPLIT_AT: lambda: split_lowest(client), MERGE_AT: lambda: merge_two(client)}
+    events = {SPLIT_AT: lambda: split_lowest(client), MERGE_AT: lambda: merge_two(client)} if reshard else {}
     while (elapsed := time.monotonic() - began) < duration:
         load.set_rate(HIGH if STEP_AT <= elapsed < STEP_AT + STEP_S else LOW)
         for at in [t for t in events if elapsed >= t]:
