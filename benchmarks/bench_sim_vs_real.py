@@ -418,8 +418,8 @@ def main() -> None:
                         help="the daemon's [job] timezone, which keys the days --history writes "
                              "(default UTC); the replay's history is kept in it too")
     parser.add_argument("--source", choices=("kafka", "kinesis"), default="kafka",
-                        help="kinesis: run `make demo-kinesis`'s job instead (2 shards on the emulator, 50 -> "
-                             "400 orders/s from 20 s for 90 s, the demo's clocks), without its split and "
+                        help="kinesis: run `make demo-kinesis`'s job instead (2 shards on the emulator, 20 -> "
+                             "150 orders/s from 20 s for 90 s, 40 ms a lookup, the demo's clocks), without its split and "
                              "merge; the load from the records' arrival times on the stream")
     args = parser.parse_args()
     if args.source == "kinesis":
