@@ -2,8 +2,8 @@
 the factor, on the emulator.
 
 Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [rise] [calls]
-[parse] [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15]
-(no part named: all six; `rise` takes the first of --keys)
+[parse] [emulator] [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15]
+(no part named: all seven; `rise` takes the first of --keys)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -42,6 +42,9 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
 6. Parse: the CPU a record costs the process that reads it (a Spark task, and the driver's tail,
    which reads every record again), with botocore's timestamp parser and with the pipeline's
    (`kinesis_source.utc_time`), side by side on the same 12,000 records in one run.
+7. Emulator: what a record costs a reader while the emulator takes writes, at 0 to 400 writes/s
+   asked, and the writes it took meanwhile (session 57: the Kinesis demo's old 400/s step was
+   past what it takes, and its reads slowed 25-50 fold).
 """
 
 from __future__ import annotations
@@ -188,6 +191,31 @@ class Run:
         for shard in range(SHARDS):
             count += sum(1 for _ in reader.records(reader.iterator(shard, 0), 10**9))
         return count / (time.perf_counter() - began)
+
+    def read_under_writes(self, rates: tuple[int, ...] = (0, 100, 200, 300, 400), seconds: float = 12.0,
+                          records: int = 1_500) -> list[tuple[int, float, float]]:
+        """Per write rate asked: the writes the emulator took (records/s) and what a record cost a
+        reader that read `records` of each shard of a 2-shard stream, again and again, meanwhile."""
+        from examples.loadgen import KinesisStepLoad
+
+        stream = f"emulator-{uuid.uuid4().hex[:8]}"
+        self.kinesis.create_stream(stream, 2)
+        self.kinesis.produce(stream, [(b"c%d" % i, b'{"order": 1, "customer": 2, "seq": 3}') for i in range(4_000)])
+        reader, out = ShardReader(kinesis_client(self.kinesis.endpoint), stream), []
+        for rate in rates:
+            load = KinesisStepLoad(self.kinesis, stream, rate=rate, json_values=True)
+            load.start()
+            time.sleep(3)  # the writes under way
+            began, sent, read, spent = time.monotonic(), load.sent, 0, 0.0
+            while time.monotonic() - began < seconds:
+                for shard in (0, 1):
+                    t = time.perf_counter()
+                    read += sum(1 for _ in reader.records(reader.iterator(shard, 0), records, 0, shard=shard))
+                    spent += time.perf_counter() - t
+            took = (load.sent - sent) / (time.monotonic() - began)
+            load.finish()
+            out.append((rate, took, spent / read * 1000))
+        return out
 
     def parse_cost(self, stream: str, rounds: int = 5) -> tuple[list[float], list[float]]:
         """CPU seconds a record costs the reading process, every shard read to its end, by a
@@ -373,7 +401,8 @@ def shard_of(keys: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", nargs="*", default=["throughput", "reshard", "factor", "rise", "calls", "parse"])
+    parser.add_argument("which", nargs="*",
+                        default=["throughput", "reshard", "factor", "rise", "calls", "parse", "emulator"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
@@ -428,6 +457,12 @@ def main() -> None:
             for label, rates, batches in calls_per_shard(run):
                 print(f"| {label} | {rates.get('GetRecords', 0):.2f} | {rates.get('GetShardIterator', 0):.2f} | "
                       f"{rates.get('ListShards', 0):.2f} | {batches} |", flush=True)
+        if "emulator" in args.which:
+            print("\n## the emulator under writes: a reader reading 1,500 records of each of 2 shards over and "
+                  "over, 12 s a write rate", flush=True)
+            print("| writes asked | writes taken | read, ms a record |\n| --- | --- | --- |", flush=True)
+            for rate, took, ms in run.read_under_writes():
+                print(f"| {rate}/s | {took:.0f}/s | {ms:.3f} |", flush=True)
         if "parse" in args.which:
             print(f"\n## read CPU a record: 12,000 records, {SHARDS} shards, 100-byte values", flush=True)
             stream = run.backlog(12_000)
