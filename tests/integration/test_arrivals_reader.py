@@ -22,6 +22,17 @@ def produce(broker: Broker, partitions: int, count: int) -> tuple[float, float]:
     return before, time.time()
 
 
+def assert_counted_when_written(counted, start: float, end: float, written: dict[tuple[float, float], int]) -> None:
+    """Each record of the run once, none from before or after it, each write's records in the
+    seconds the write took."""
+    per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
+                  for s in range(int(end - start) + 1)]
+    assert sum(per_second) == sum(written.values()), "each record of the run once, none before or after it"
+    for (first, last), count in written.items():
+        seconds = range(int(first - start), int(last - start) + 1)
+        assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
+
+
 def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
     broker.create_topic("orders", 2)
     produce(broker, 2, 10)  # before the run: not its load
@@ -37,12 +48,7 @@ def test_each_record_is_counted_in_the_second_it_was_stamped(broker: Broker):
         counted = read_arrivals(broker.bootstrap, ["orders"], start, end, late_s=0.0)
     assert [e["read"] for e in logs if e["event"] == "arrivals.read"] == [50], "stops past the window"
     assert sorted(labels["partition"] for labels, _ in counted) == ["0", "1"]
-    per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
-                  for s in range(int(end - start) + 1)]
-    assert sum(per_second) == 50, "each record of the run once, none of the 10 before it"
-    for (first, last), count in ((early, 30), (late, 20)):
-        seconds = range(int(first - start), int(last - start) + 1)
-        assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
+    assert_counted_when_written(counted, start, end, {early: 30, late: 20})
     assert all(labels == {"topic": "orders", "partition": labels["partition"]} for labels, _ in counted)
 
 
@@ -89,12 +95,7 @@ def test_each_kinesis_record_is_counted_in_the_second_it_arrived_closed_shards_t
     with structlog.testing.capture_logs() as logs:
         counted = read_kinesis_arrivals(stream, start, end, endpoint=kinesis.endpoint, late_s=0.0)
     assert [e["shards"] for e in logs if e["event"] == "arrivals.read"] == [4], "the parent shards and the children"
-    per_second = [sum(c for _, points in counted for t, c in points if round(t - start) == s)
-                  for s in range(int(end - start) + 1)]
-    assert sum(per_second) == 50, "each record of the run once, none of the 10 before it or the 40 after"
-    for (first, last), count in ((early, 30), (late, 20)):
-        seconds = range(int(first - start), int(last - start) + 1)
-        assert sum(per_second[s] for s in seconds) == count, f"{count} records in seconds {list(seconds)}"
+    assert_counted_when_written(counted, start, end, {early: 30, late: 20})
     closed = {labels["partition"] for labels, points in counted if sum(c for _, c in points)}
     assert "0" in closed or "1" in closed, "the split parent's records of the run are counted"
     assert all(labels == {"topic": stream, "partition": labels["partition"]} for labels, _ in counted)
