@@ -603,7 +603,8 @@ class PipelineAgent:
         committed; one line naming the flags to fix (it was a traceback from the client)."""
         if self.kinesis:
             where = f"Kinesis at {self.config.kinesis_endpoint or 'AWS'}"
-            fix = "start the emulator or fix --kinesis-endpoint, --region or the credentials"
+            fix = ("start the emulator or fix --kinesis-endpoint, --region or the credentials (they need "
+                   "kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream)")
         else:
             where, fix = f"Kafka at {self.config.bootstrap}", "start the broker or fix --bootstrap"
         self.failure = PipelineFailed(f"{where} did not answer the start positions "

@@ -207,22 +207,28 @@ def test_a_kinesis_pipeline_without_a_region_or_credentials_says_so_before_spark
     assert needle in one_line(result), result.stderr
 
 
-def test_a_broker_that_does_not_answer_at_the_start_fails_the_pipeline_in_one_line(redis_server, job):
+@pytest.mark.parametrize("source", ["kafka", "kinesis"])
+def test_a_broker_that_does_not_answer_at_the_start_fails_the_pipeline_in_one_line(redis_server, job, source):
     """The start positions are read from the broker before the query starts: with none there it
     was confluent-kafka's traceback. Now one line of ours, exit 1, nothing committed, and the
-    status an operator reads says failed and why. (The same rule covers Kinesis's client: a
-    unit test checks which of its errors count.)"""
+    status an operator reads says failed and why; on Kinesis the line names the calls the
+    credentials must be allowed (an AWS account's denial reads the same way)."""
     from autosizer.pipeline.control import ControlChannel
 
     store = MetadataStore(redis_server.url, job)
-    store.init_layout(Layout(topics={"orders": 2}, factor=1))
-    result = run(["pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/never", "--bootstrap",
-                  f"127.0.0.1:{free_port()}", "--redis", redis_server.url, "--job", job, "--master", "local[1]",
-                  "--metrics-port", "0"])
+    store.init_layout(Layout(topics={"orders": 2}, factor=1, source=source))
+    where = (["--bootstrap", f"127.0.0.1:{free_port()}"] if source == "kafka" else
+             ["--source", "kinesis", "--kinesis-endpoint", f"http://127.0.0.1:{free_port()}", "--region", "us-east-1"])
+    result = run(["pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/never", *where,
+                  "--redis", redis_server.url, "--job", job, "--master", "local[1]", "--metrics-port", "0"],
+                 {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("autosizer: error: pipeline failed: Kafka at 127.0.0.1:") and (
-        "did not answer the start positions" in last and "start the broker or fix --bootstrap" in last), last
+    fix = ("start the broker or fix --bootstrap" if source == "kafka" else
+           "fix --kinesis-endpoint, --region or the credentials (they need kinesis:ListShards, "
+           "kinesis:GetShardIterator and kinesis:GetRecords on the stream)")
+    assert last.startswith(f"autosizer: error: pipeline failed: {source.capitalize()} at ") and (
+        "did not answer the start positions" in last and fix in last), last
     status = ControlChannel(store).status()
     assert status["state"] == "failed" and "did not answer the start positions" in status["error"], status
     assert store.committed_batch(1) == 0
