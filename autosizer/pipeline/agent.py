@@ -254,6 +254,7 @@ class PipelineAgent:
         self._workdir_path = workdir
         self._pause_file = os.path.join(workdir, "paused")
         self._plan_file = os.path.join(workdir, "plan.json")
+        self._tips_file = os.path.join(workdir, "tips.json")  # Kinesis: the last record each tail counted
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
@@ -398,6 +399,8 @@ class PipelineAgent:
             marks[(stream, shard)] = tail.seen
             ages[(stream, shard)] = tail.age(start or 0, now)
         self._tails = tails  # retired shards' tails dropped
+        # the source's peek asks a shard no call where its tail already counted a record past the start
+        write_plan(self._tips_file, {offset_key(stream, shard): tails[shard].last for stream, shard in lowest})
         # a copy for the scrape thread: the tails move on at the next probe
         numbers = {(stream, shard): list(tails[shard].numbers) for stream, shard in lowest}
         self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position),
@@ -556,7 +559,7 @@ class PipelineAgent:
         reader = (
             self.spark.readStream.format("autosizer-kinesis").option("stream", stream)
             .option("slots", shape[1]).option("pauseFile", self._pause_file)
-            .option("planFile", self._plan_file)
+            .option("planFile", self._plan_file).option("tipsFile", self._tips_file)
             .option("kinesis.outageMs", str(round(self.config.kinesis_outage_s * 1000)))
         )
         for name, value in (("endpoint", self.config.kinesis_endpoint), ("region", self.config.kinesis_region)):

@@ -7,8 +7,9 @@ Arrow as decimal text). A task's position is, as with Kafka, the first sequence 
 processed: a record's own (a task cut at its deadline) or the last processed one plus one. The
 read plan always exists (the agent writes it before the query starts); a batch reads each planned
 shard from its `start` up to `span` records, whatever is there. Kinesis has no high watermark, so
-the driver asks each planned shard for one record past its start (two calls per shard and trigger)
-to tell Spark whether a batch has anything to read.
+the driver asks each planned shard for one record past its start (a GetRecords per shard and
+trigger) to tell Spark whether a batch has anything to read, unless the agent's tail on that
+shard already counted one (`tipsFile`).
 
 Options:
   stream              required: the stream's name
@@ -16,6 +17,8 @@ Options:
                       region come from boto3's usual chain (environment, profile, role)
   region              AWS region (default: boto3's)
   slots, pauseFile, planFile   as `autosizer-kafka`
+  tipsFile            JSON the agent's probe writes: per shard, the last sequence number its tail
+                      counted (a record there or past it needs no peek)
   kinesis.timeoutMs   how long a read may wait for a shard before the batch fails (default 30000)
   kinesis.outageMs    ride through an endpoint that does not answer (refused, unreachable, timed
                       out, throttled, 5xx) this long: each call is retried, then the batch fails
@@ -440,6 +443,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self.endpoint, self.region = options.get("endpoint"), options.get("region")
         self.slots: list[list[str]] = json.loads(options.get("slots") or "[]")
         self.pause_file, self.plan_file = options.get("pauseFile"), options["planFile"]
+        self.tips_file = options.get("tipsFile")
         self.timeout_s = int(options.get("kinesis.timeoutMs", "30000")) / 1000
         self.outage_s = int(options.get("kinesis.outageMs", str(OUTAGE_MS))) / 1000
         if self.outage_s < 0:
@@ -468,14 +472,14 @@ class KinesisStreamReader(DataSourceStreamReader):
         Spark runs a batch only when a shard has a record at or past its start)."""
         if self.pause_file and os.path.exists(self.pause_file):
             return dict(start)
-        plan = read_plan(self.plan_file)
+        plan, tips = read_plan(self.plan_file), read_plan(self.tips_file)
         out: dict[str, Any] = {EPOCH: plan.get(EPOCH, -1)}
         for key, entry in sorted(plan.items()):
             if key == EPOCH:
                 continue
             stream, shard = parse_offset_key(key)
             begin = int(entry["start"])
-            ready = stream == self.stream and self._has_record(shard, begin)
+            ready = stream == self.stream and (tips.get(key, -1) >= begin or self._has_record(shard, begin))
             out[key] = {"start": str(begin), "span": int(entry["span"]) if ready else 0}
         return out
 

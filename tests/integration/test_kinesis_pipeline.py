@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -132,6 +133,9 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
                    "saturated batches and the tails' big pages", errors)
         time.sleep(1.0)  # the metrics of a batch after both
         assert not errors
+        # where each tail got to, for the source's peek (it asks no call of a shard counted past its start)
+        tips = json.loads(Path(agent._tips_file).read_text())
+        assert set(tips) == {f"{stream}/0", f"{stream}/1"} and all(last > 0 for last in tips.values())
     finally:
         producer.stopped.set()
         stop.set()

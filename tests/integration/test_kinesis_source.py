@@ -176,6 +176,41 @@ def test_an_idle_peek_asks_no_fresh_iterator_until_its_shards_start_moves(kinesi
     assert span() == 0 and calls == ["GetShardIterator", "GetRecords"], "a new start: a fresh iterator"
 
 
+def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_start(kinesis, stream, tmp_path):
+    """Keeping up, each trigger's peek took a GetShardIterator and a GetRecords per shard whose
+    start had moved, though the agent's tail had often counted the records past it already. The
+    tips file says where each tail got to; the peek asks only where it is behind the start."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from autosizer.pipeline.kafka_source import write_plan
+    from autosizer.pipeline.kinesis_source import KinesisStreamReader, ShardTail
+
+    kinesis.create_stream(stream, 1)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(3)])
+    reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
+    numbers = [int(r["SequenceNumber"]) for r in reader.records(reader.iterator(0, 0), 10)]
+    tail = ShardTail(reader, 0, 0)
+    tail.follow()
+    plan, tips = tmp_path / "plan.json", tmp_path / "tips.json"
+    write_plan(str(tips), {f"{stream}/0": tail.last})
+    source = KinesisStreamReader({"stream": stream, "endpoint": kinesis.endpoint, "planFile": str(plan),
+                                  "tipsFile": str(tips)})
+    calls: list[str] = []
+    for call in ("GetShardIterator", "GetRecords"):
+        source._shards().client.meta.events.register(f"before-call.kinesis.{call}",
+                                                      lambda call=call, **_: calls.append(call))
+
+    def span(start: int) -> int:
+        write_plan(str(plan), {"_epoch": 1, f"{stream}/0": {"start": start, "span": 100}})
+        return source.latestOffset({}, ReadAllAvailable())[f"{stream}/0"]["span"]
+
+    assert [span(n) for n in numbers] == [100, 100, 100] and calls == [], "the tail counted them: no call"
+    assert span(numbers[-1] + 1) == 0 and calls == ["GetShardIterator", "GetRecords"], "past the tail: a peek"
+    calls.clear()
+    tips.unlink()  # no tips (a probe not run yet): the peek as before
+    assert span(numbers[0]) == 100 and calls[-1] == "GetRecords" and set(calls) == {"GetShardIterator", "GetRecords"}
+
+
 def test_a_read_rides_through_an_endpoint_restart_shorter_than_its_outage_bound(tmp_path, stream):
     """The endpoint goes away between a batch's iterator and its GetRecords and comes back 3 s
     later with its records (its data kept on disk): a reader with an outage bound asks again
