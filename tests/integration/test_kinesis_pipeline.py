@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -331,7 +332,10 @@ def test_a_kinesis_endpoint_away_past_the_outage_bound_fails_the_query_in_one_li
 
         message = str(failure_of(agent, meanwhile))
         assert "\n" not in message
-        assert f"Kinesis at {kinesis.endpoint} did not answer {stream}/shardId-000000000000's" in message, message
+        # the first call after the halt: the shard's iterator, or the shards' list where the peeks
+        # so far were spared by the tail's counts and the source's reader has not listed them yet
+        assert re.search(rf"Kinesis at {re.escape(kinesis.endpoint)} did not answer {stream}"
+                         r"(/shardId-000000000000's (iterator|records)|'s shards) ", message), message
         assert "for 3s" in message and "start the endpoint or fix --kinesis-endpoint" in message
         assert store.checkpoints().to_json() == seen["before"]
         assert ControlChannel(store).status()["state"] == "failed"
