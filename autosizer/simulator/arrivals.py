@@ -101,42 +101,47 @@ def _count(consumer, counts: dict, ends: dict, left: set, start: float, timeout_
 
 
 def read_kinesis_arrivals(stream: str, start: float, end: float, endpoint: str | None = None,
-                          region: str | None = None, late_s: float = LATE_S) -> Series:
+                          region: str | None = None, late_s: float = LATE_S, outage_s: float = 25.0) -> Series:
     """Each shard's records (closed shards' too: a re-shard mid-run splits the load among
     them) counted per second of their ApproximateArrivalTimestamp, the time Kinesis took each
     in. Each shard is read from the first record that arrived at `start` or later (an
     AT_TIMESTAMP iterator: the days before are not read) to the first that arrived `late_s` past
-    the window, or its end. Labels are the pipeline's: the stream, and the shard's number."""
+    the window, or its end. A throttled call (a shard serves five reads a second, shared with the
+    stream's consumers) or an endpoint away is asked again for up to `outage_s`. Labels are the
+    pipeline's: the stream, and the shard's number."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from autosizer.pipeline.kinesis_source import ShardReader, caught_up, kinesis_client, shard_id
+    from autosizer.pipeline.kinesis_source import (
+        KinesisUnavailable,
+        ShardReader,
+        kinesis_client,
+        shard_id,
+    )
     from autosizer.redaction import redact
 
-    reader = ShardReader(kinesis_client(endpoint, region), stream)
+    reader = ShardReader(kinesis_client(endpoint, region, attempts=2), stream, outage_s)
     bound = log.bind(stream=stream)
     counts: dict[int, np.ndarray] = {}
     read, shown = 0, time.monotonic()
     try:
         for shard in sorted(s.index for s in reader.shards()):
             row = counts[shard] = np.zeros(int(end - start) + 1)
-            iterator: str | None = reader.at_timestamp(shard, start)
-            while iterator:
-                page = reader.client.get_records(ShardIterator=iterator, Limit=10_000)
-                times = [r["ApproximateArrivalTimestamp"].timestamp() for r in page["Records"]]
-                for at in times:
-                    if start <= at < end + 1:
-                        row[int(at - start)] += 1
-                read += len(times)
-                iterator = page.get("NextShardIterator")
-                if (times and times[-1] >= end + 1 + late_s) or caught_up(page, 10_000):
+            for record in reader.records(reader.at_timestamp(shard, start), 10**15, shard=shard):
+                at = record["ApproximateArrivalTimestamp"].timestamp()
+                if at >= end + 1 + late_s:
                     break
+                if start <= at < end + 1:
+                    row[int(at - start)] += 1
+                read += 1
                 if time.monotonic() - shown >= PROGRESS_EVERY_S:
                     bound.info("arrivals.progress", read=read, shard=shard_id(shard))
                     shown = time.monotonic()
-    except (BotoCoreError, ClientError) as exc:
-        where = endpoint or "AWS"
-        raise ValueError(f"reading the record times of Kinesis stream {stream!r} at {redact(where)} failed "
-                         f"({redact(str(exc))}); check --kinesis-stream and --kinesis-endpoint") from None
+    except (BotoCoreError, ClientError, KinesisUnavailable) as exc:
+        # the reader's own line names the pipeline's flags: say what the endpoint answered
+        detail = (f"{exc.__cause__}, for {outage_s:g}s" if isinstance(exc, KinesisUnavailable) and exc.__cause__
+                  else str(exc))
+        raise ValueError(f"reading the record times of Kinesis stream {stream!r} at {redact(endpoint or 'AWS')} "
+                         f"failed ({redact(detail)}); check --kinesis-stream and --kinesis-endpoint") from None
     bound.info("arrivals.read", read=read, shards=len(counts))
     return [({"topic": stream, "partition": str(shard)}, [(start + s, float(c)) for s, c in enumerate(row)])
             for shard, row in sorted(counts.items())]

@@ -104,3 +104,13 @@ def test_each_kinesis_record_is_counted_in_the_second_it_arrived_closed_shards_t
 def test_a_stream_that_is_not_there_is_one_line_naming_the_flags(kinesis: Kinesis, stream: str):
     with pytest.raises(ValueError, match=r"^reading the record times of Kinesis stream .* check --kinesis-stream"):
         read_kinesis_arrivals(stream, time.time() - 10, time.time(), endpoint=kinesis.endpoint)
+
+
+def test_an_endpoint_away_past_the_bound_is_one_line_naming_the_flags(stream):
+    """Asked again (a throttle or a restart passes) until `outage_s`, then one line."""
+    from autosizer.embedded import free_port
+
+    with pytest.raises(ValueError, match=r"^reading the record times of Kinesis stream .* failed \(Could not connect "
+                                         r".*, for 1s\); check --kinesis-stream and --kinesis-endpoint$"):
+        read_kinesis_arrivals(stream, time.time() - 10, time.time(), endpoint=f"http://127.0.0.1:{free_port()}",
+                              outage_s=1.0)
