@@ -399,8 +399,10 @@ class PipelineAgent:
             marks[(stream, shard)] = tail.seen
             ages[(stream, shard)] = tail.age(start or 0, now)
         self._tails = tails  # retired shards' tails dropped
-        # the source's peek asks a shard no call where its tail already counted a record past the start
-        write_plan(self._tips_file, {offset_key(stream, shard): tails[shard].last for stream, shard in lowest})
+        # the source's peek asks no call of a shard whose tail counted a record past its start, nor
+        # of an idle one the tail read to its tip just now
+        write_plan(self._tips_file, {offset_key(stream, shard): [tails[shard].last, tails[shard].tip_at]
+                                     for stream, shard in lowest})
         # a copy for the scrape thread: the tails move on at the next probe
         numbers = {(stream, shard): list(tails[shard].numbers) for stream, shard in lowest}
         self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position),

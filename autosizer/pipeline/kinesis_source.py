@@ -17,8 +17,9 @@ Options:
                       region come from boto3's usual chain (environment, profile, role)
   region              AWS region (default: boto3's)
   slots, pauseFile, planFile   as `autosizer-kafka`
-  tipsFile            JSON the agent's probe writes: per shard, the last sequence number its tail
-                      counted (a record there or past it needs no peek)
+  tipsFile            JSON the agent's probe writes: per shard, [the last sequence number its tail
+                      counted, when its tail last read to the shard's tip]: a record there or past
+                      the start needs no peek, nor does an idle shard read to its tip just now
   kinesis.timeoutMs   how long a read may wait for a shard before the batch fails (default 30000)
   kinesis.outageMs    ride through an endpoint that does not answer (refused, unreachable, timed
                       out, throttled, 5xx) this long: each call is retried, then the batch fails
@@ -71,6 +72,9 @@ BUSY = ("ProvisionedThroughputExceededException", "LimitExceededException", "Thr
         "KMSThrottlingException", "InternalFailure", "ServiceUnavailable")
 OUTAGE_MS = 25_000  # kinesis.outageMs's default: the pipeline's --broker-outage-s default
 PAGE = 10_000  # records a GetRecords asks for: Kinesis's most
+# How recently a tail must have read its shard to the tip for the source to take its word that an
+# idle shard is still idle (the probe reads every 0.5-1.5 s); older, and the source asks itself.
+TIP_FRESH_S = 2.0
 LOOKBACK_S = (10, 300, 3600, 86400)  # how far back `upcoming` looks for a shard's last record
 
 log = structlog.get_logger(__name__)
@@ -318,6 +322,7 @@ class ShardTail:
         self.arrivals: list[float] = []  # their arrival times (epoch s)
         self.seen = 0  # records counted since the tail started
         self.last = position - 1  # the last record counted
+        self.tip_at = 0.0  # when (epoch s) a read last reached the shard's tip
 
     def follow(self, limit: int = 100_000) -> list[tuple[int, float]]:
         """Read what arrived since the last call (up to `limit` records). An iterator that
@@ -345,6 +350,7 @@ class ShardTail:
                     read += 1
             self.iterator = page.get("NextShardIterator")
             if caught_up(page, PAGE):
+                self.tip_at = time.time()
                 break
         return pages
 
@@ -449,7 +455,8 @@ class KinesisStreamReader(DataSourceStreamReader):
         if self.outage_s < 0:
             raise ValueError(f"autosizer-kinesis option kinesis.outageMs must be >= 0, not {self.outage_s * 1000:g}")
         self._reader: ShardReader | None = None
-        self._peeks: dict[int, tuple[int, str | None]] = {}  # shard -> (start, iterator an empty peek left)
+        # shard -> (start, the iterator an empty peek left, when it peeked)
+        self._peeks: dict[int, tuple[int, str | None, float]] = {}
 
     def _shards(self) -> ShardReader:
         if self._reader is None:
@@ -479,26 +486,36 @@ class KinesisStreamReader(DataSourceStreamReader):
                 continue
             stream, shard = parse_offset_key(key)
             begin = int(entry["start"])
-            ready = stream == self.stream and (tips.get(key, -1) >= begin or self._has_record(shard, begin))
+            last, tip_at = tips.get(key) or (-1, 0.0)
+            ready = stream == self.stream and (last >= begin or self._has_record(shard, begin, tip_at))
             out[key] = {"start": str(begin), "span": int(entry["span"]) if ready else 0}
         return out
 
-    def _has_record(self, shard: int, begin: int) -> bool:
-        """Whether the shard holds a record at or past `begin`. A peek that found none keeps the
-        iterator its last page handed on, and the next peek at the same start asks from there:
-        an idle job asked each shard a GetShardIterator every trigger (1.0 a second, of the five
-        AWS serves it; `bench_kinesis.py calls`). A closed shard read to its end has none, and
-        is not asked again until its start moves."""
+    def _has_record(self, shard: int, begin: int, tip_at: float = 0.0) -> bool:
+        """Whether the shard holds a record at or past `begin`, where the agent's tail has not
+        counted one (`tipsFile`). A peek that found none keeps the iterator its last page handed
+        on, and the next peek at the same start asks from there: an idle job asked each shard a
+        GetShardIterator every trigger (1.0 a second, of the five AWS serves it; `bench_kinesis.py
+        calls`). After an empty peek, a tail that read the shard to its tip later than that
+        (`tip_at`, within TIP_FRESH_S) and counted nothing past the start answers for it: idle,
+        the peek and the tail each asked a shard a GetRecords a second. A record arriving after
+        the tail's look then waits for its next one (the probe's 0.5-1.5 s) where a peek would
+        have found it at the next trigger; the first peek at a new start always asks. A closed
+        shard read to its end has none, and is not asked again until its start moves."""
         reader = self._shards()
-        at, left = self._peeks.pop(shard, (None, None))
+        at, left, peeked = self._peeks.pop(shard, (None, None, 0.0))
         if at != begin:
             left = None
         elif left is None:  # closed, and read to its end
-            self._peeks[shard] = (at, None)
+            self._peeks[shard] = (at, None, peeked)
             return False
+        elif peeked < tip_at and time.time() - tip_at <= TIP_FRESH_S:  # the tail looked since, found none
+            self._peeks[shard] = (at, left, peeked)
+            return False
+        now = time.time()
         found = reader.first_at(shard, begin, left)
         if found is None:
-            self._peeks[shard] = (begin, reader.left_at)
+            self._peeks[shard] = (begin, reader.left_at, now)
         return found is not None
 
     def partitions(self, start: dict, end: dict) -> list[KinesisSlot]:

@@ -136,7 +136,8 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
         assert not errors
         # where each tail got to, for the source's peek (it asks no call of a shard counted past its start)
         tips = json.loads(Path(agent._tips_file).read_text())
-        assert set(tips) == {f"{stream}/0", f"{stream}/1"} and all(last > 0 for last in tips.values())
+        assert set(tips) == {f"{stream}/0", f"{stream}/1"}
+        assert all(last > 0 and time.time() - 60 < tip_at <= time.time() for last, tip_at in tips.values())
     finally:
         producer.stopped.set()
         stop.set()

@@ -177,9 +177,11 @@ def test_an_idle_peek_asks_no_fresh_iterator_until_its_shards_start_moves(kinesi
 
 
 def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_start(kinesis, stream, tmp_path):
-    """Keeping up, each trigger's peek took a GetShardIterator and a GetRecords per shard whose
-    start had moved, though the agent's tail had often counted the records past it already. The
-    tips file says where each tail got to; the peek asks only where it is behind the start."""
+    """Each trigger's peek took a GetRecords per shard (and a GetShardIterator where its start had
+    moved), though the agent's tail had often counted the records past it already, and idle, the
+    tail asked the same shard a second time each probe. The tips file says where each tail got to
+    and when it last read its shard to the tip: the peek asks where the tail is behind the start,
+    unless the shard was idle at the last peek and the tail read it to its tip just now."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from autosizer.pipeline.kafka_source import write_plan
@@ -192,7 +194,7 @@ def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_sta
     tail = ShardTail(reader, 0, 0)
     tail.follow()
     plan, tips = tmp_path / "plan.json", tmp_path / "tips.json"
-    write_plan(str(tips), {f"{stream}/0": tail.last})
+    write_plan(str(tips), {f"{stream}/0": [tail.last, 0.0]})  # read to its tip long ago
     source = KinesisStreamReader({"stream": stream, "endpoint": kinesis.endpoint, "planFile": str(plan),
                                   "tipsFile": str(tips)})
     calls: list[str] = []
@@ -207,6 +209,16 @@ def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_sta
     assert [span(n) for n in numbers] == [100, 100, 100] and calls == [], "the tail counted them: no call"
     assert span(numbers[-1] + 1) == 0 and calls == ["GetShardIterator", "GetRecords"], "past the tail: a peek"
     calls.clear()
+    assert span(numbers[-1] + 1) == 0 and calls == ["GetRecords"], "idle: the tail's tip is old, so a peek"
+    calls.clear()
+    tail.follow()  # reads to the tip now
+    write_plan(str(tips), {f"{stream}/0": [tail.last, tail.tip_at]})
+    assert [span(numbers[-1] + 1) for _ in range(3)] == [0, 0, 0] and calls == [], "idle, the tail just looked"
+    kinesis.produce(stream, [(b"k9", b"b")])
+    assert span(numbers[-1] + 1) == 0 and calls == [], "a record after the tail's look waits for the next"
+    tail.follow()
+    write_plan(str(tips), {f"{stream}/0": [tail.last, tail.tip_at]})
+    assert span(numbers[-1] + 1) == 100 and calls == [], "the tail counted it"
     tips.unlink()  # no tips (a probe not run yet): the peek as before
     assert span(numbers[0]) == 100 and calls[-1] == "GetRecords" and set(calls) == {"GetShardIterator", "GetRecords"}
 
