@@ -9,7 +9,7 @@ read plan always exists (the agent writes it before the query starts); a batch r
 shard from its `start` up to `span` records, whatever is there. Kinesis has no high watermark, so
 the driver asks each planned shard for one record past its start (a GetRecords per shard and
 trigger) to tell Spark whether a batch has anything to read, unless the agent's tail on that
-shard already counted one (`tipsFile`).
+shard already counted one, or read the idle shard to its tip since the last peek (`tipsFile`).
 
 Options:
   stream              required: the stream's name
