@@ -420,16 +420,18 @@ def main() -> None:
     parser.add_argument("--source", choices=("kafka", "kinesis"), default="kafka",
                         help="kinesis: run `make demo-kinesis`'s job instead (2 shards on the emulator, 20 -> "
                              "150 orders/s from 20 s for 90 s, 40 ms a lookup, the demo's clocks), without its split and "
-                             "merge; the load from the records' arrival times on the stream")
+                             "merge; the load from the records' arrival times on the stream (takes --policy, "
+                             "--duration and --save)")
     args = parser.parse_args()
     if args.source == "kinesis":
         given = [f"--{name}" for name in ("png", "high", "memory", "cold", "trace", "history", "apart")
                  if getattr(args, name) not in (None, False, 0)]
-        given += [f"--{name}" for name in ("keys", "clocks", "shape", "policy", "timezone")
+        given += [f"--{name}" for name in ("keys", "clocks", "shape", "timezone")
                   if getattr(args, name) != parser.get_default(name)]
         if given:
             parser.error(f"--source kinesis runs the Kinesis demo as it ships: drop {', '.join(given)}")
-        kinesis_demo.run(args.duration, after=lambda finished: compare(finished, args.save), reshard=False)
+        kinesis_demo.run(args.duration, after=lambda finished: compare(finished, args.save), reshard=False,
+                         policy=args.policy)
         return
     try:
         time_zone(args.timezone, "--timezone")

@@ -69,9 +69,11 @@ def main() -> None:
     run(args.duration)
 
 
-def run(duration: float, after: Callable[[Finished], None] | None = None, reshard: bool = True) -> bool:
+def run(duration: float, after: Callable[[Finished], None] | None = None, reshard: bool = True,
+        policy: str = "autosizer") -> bool:
     """The whole demo; `after(finished)` runs while Prometheus and the emulator are still up (the
-    sim-vs-real benchmark's hook). `reshard` False runs the step alone, on the stream's shards.
+    sim-vs-real benchmark's hook). `reshard` False runs the step alone, on the stream's shards;
+    `policy` is the daemon's (a benchmark's: the demo ships the default).
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-demo-"))
@@ -84,7 +86,7 @@ def run(duration: float, after: Callable[[Finished], None] | None = None, reshar
         store.init_layout(Layout(topics={STREAM: SHARDS}, factor=1, source="kinesis"))
         config_path = workdir / "autosizer.toml"
         config_path.write_text(CONFIG.format(job=job, redis=redis_server.url, prometheus=prometheus.url,
-                                             listen=free_port()))
+                                             listen=free_port()).replace('name = "autosizer"', f'name = "{policy}"'))
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
              "--kinesis-endpoint", kinesis.endpoint, "--app", "examples.enrich:enrich", "--job", job,
