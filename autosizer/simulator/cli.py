@@ -192,10 +192,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinesis-stream", help="the Kinesis stream a `--source kinesis` job read, still holding "
                         "the run's records: the load is then counted from their arrival times (instead of "
                         "--bootstrap); credentials from boto3's chain")
-    parser.add_argument("--kinesis-endpoint", default=os.environ.get("AUTOSIZER_KINESIS_ENDPOINT"),
+    parser.add_argument("--kinesis-endpoint",
                         help="with --kinesis-stream: the endpoint URL (default: AWS's); env AUTOSIZER_KINESIS_ENDPOINT")
-    parser.add_argument("--region", default=os.environ.get("AWS_REGION"),
-                        help="with --kinesis-stream: the stream's AWS region (default: boto3's); env AWS_REGION")
+    parser.add_argument("--region", help="with --kinesis-stream: the stream's AWS region (default: boto3's); "
+                        "env AWS_REGION")
     parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
 
 
@@ -224,15 +224,20 @@ def run_fit(args: argparse.Namespace) -> None:
     if args.bootstrap and args.kinesis_stream:
         raise ValueError("--bootstrap and --kinesis-stream are two sources of the records' times: pass the one "
                          "the job read")
+    for flag, value in (("--kinesis-endpoint", args.kinesis_endpoint), ("--region", args.region)):
+        if value and not args.kinesis_stream:
+            raise ValueError(f"{flag} says where the Kinesis stream is: add --kinesis-stream NAME, or drop it")
+    endpoint = args.kinesis_endpoint or os.environ.get("AUTOSIZER_KINESIS_ENDPOINT")
+    region = args.region or os.environ.get("AWS_REGION")
     if args.kinesis_stream:
         from autosizer.pipeline.cli import check_kinesis_access
 
-        check_kinesis_access(args.kinesis_endpoint, args.region)
+        check_kinesis_access(endpoint, region)
     series = fetch(args.prometheus, start, end, args.selector, f"{int(window)}s")
     if args.bootstrap:
         series[ARRIVALS] = read_arrivals(args.bootstrap, args.topic, start, end)
     elif args.kinesis_stream:
-        series[ARRIVALS] = read_kinesis_arrivals(args.kinesis_stream, start, end, args.kinesis_endpoint, args.region)
+        series[ARRIVALS] = read_kinesis_arrivals(args.kinesis_stream, start, end, endpoint, region)
     fitted = fitted_run(series, start, end)
     path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
     job = fitted.job

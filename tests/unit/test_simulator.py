@@ -419,6 +419,8 @@ def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or
       "--kinesis-stream", "orders"], "--bootstrap and --kinesis-stream are two sources"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--kinesis-stream", "orders", "--kinesis-endpoint",
       "127.0.0.1:1"], "--kinesis-endpoint '127.0.0.1:1' must start with http:// or https://"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--region", "eu-west-1"],
+     "--region says where the Kinesis stream is: add --kinesis-stream NAME, or drop it"),
 ])
 def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, message, capsys, tmp_path):
     """A time that did not parse was named without its flag, and `--window 0s` went to Prometheus
