@@ -10,11 +10,11 @@ keep-up verdict, the exactly-once output and per-customer order are checked and 
 lineage is printed.
 
 The load stays within what the emulator serves: kinesis-local answers one call at a time, takes
-about 220 PutRecords records a second while it also serves reads, and serves a record to a
-reader in 0.04 ms with no writes, 0.16 ms under 200 writes/s and 1-2 ms past its write ceiling.
-Until session 57 this demo stepped to 400/s and 10 ms a lookup: the emulator took 217/s of it,
-the reads slowed 25-fold, and no factor kept up (a real shard takes 1,000 records/s of writes and
-serves reads apart from them).
+160-310 records a second of PutRecords while it also serves reads, and serves a record to a
+reader in 0.04 ms with no writes, 0.1-0.16 ms under 200 writes/s and 0.3-2 ms past that
+(`bench_kinesis.py emulator`). Until session 57 this demo stepped to 400/s at 10 ms a lookup: the
+emulator took 217/s of it, the batches' reads waited 4-8 s, and no factor kept up (a real shard
+takes 1,000 records/s of writes and serves reads apart from them).
 
 Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150])
 
