@@ -176,7 +176,8 @@ def test_an_idle_peek_asks_no_fresh_iterator_until_its_shards_start_moves(kinesi
     assert span() == 0 and calls == ["GetShardIterator", "GetRecords"], "a new start: a fresh iterator"
 
 
-def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_start(kinesis, stream, tmp_path):
+def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_start(kinesis, stream, tmp_path,
+                                                                                  monkeypatch):
     """Each trigger's peek took a GetRecords per shard (and a GetShardIterator where its start had
     moved), though the agent's tail had often counted the records past it already, and idle, the
     tail asked the same shard a second time each probe. The tips file says where each tail got to
@@ -184,9 +185,11 @@ def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_sta
     unless the shard was idle at the last peek and the tail read it to its tip just now."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+    from autosizer.pipeline import kinesis_source
     from autosizer.pipeline.kafka_source import write_plan
     from autosizer.pipeline.kinesis_source import KinesisStreamReader, ShardTail
 
+    monkeypatch.setattr(kinesis_source, "TIP_FRESH_S", 600.0)  # "just now" however slow the machine
     kinesis.create_stream(stream, 1)
     kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(3)])
     reader = ShardReader(kinesis_client(kinesis.endpoint), stream)
@@ -194,7 +197,7 @@ def test_a_peek_asks_no_call_where_the_agents_tail_counted_a_record_past_the_sta
     tail = ShardTail(reader, 0, 0)
     tail.follow()
     plan, tips = tmp_path / "plan.json", tmp_path / "tips.json"
-    write_plan(str(tips), {f"{stream}/0": [tail.last, 0.0]})  # read to its tip long ago
+    write_plan(str(tips), {f"{stream}/0": [tail.last, 0.0]})  # read to its tip long ago (1970)
     source = KinesisStreamReader({"stream": stream, "endpoint": kinesis.endpoint, "planFile": str(plan),
                                   "tipsFile": str(tips)})
     calls: list[str] = []
