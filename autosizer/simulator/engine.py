@@ -407,7 +407,6 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
 class _Model:
     def __init__(self, job: JobModel, tick_s: int, seed: int, rate: np.ndarray, window_s: int,
                  origin: float = 0.0, history: InputHistory | None = None):
-        self.job = job
         # the processing stop the daemon reads: assumed until the first rescale, then the
         # pipeline's restart gauge (the last restart's)
         self.downtime_seen = DOWNTIME_UNMEASURED_S
@@ -418,21 +417,12 @@ class _Model:
         # or what Prometheus' rate() averages, the samples' span inside it
         self.span = max(1, window_s - int(round(job.scrape_interval_s))) if job.input_over_scrapes else window_s
         self.rng = np.random.default_rng(seed)
-        self.weights = job.weights
-        self.hot = job.hot_shares
-        # a partition's hot shares as the pipeline exports them: unknown (even) until its batches
-        # read MIN_SHARE_READ records between them; known from the start where a fitted run says
-        # so, else wherever there was input before the run (the job runs before second 0)
-        before = job.weights * (float(rate[0]) if len(rate) else 0.0) > 0
-        known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
-        self.shares_known = known | (not job.batch_seconds)
-        self.hot_table = self._shown_shares()
+        self._use(*(job.in_layout(job.partition_weights) if job.layout_changes_s
+                    else (job, np.arange(job.partitions))), float(rate[0]) if len(rate) else 0.0)
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
         # (else what the job showed when the run began: `JobModel.shown_duty`)
         self.overhead_measured = False
         self.rescales = 0  # the run's rescales so far: the read's growth shows after some (`JobModel`)
-        self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
-        self.ceiling = job.cpu_ceiling()
         self.age = int(round(job.metrics_age_s))  # whole seconds: the model's resolution
         # A gauge the pipeline sets at a commit (a batch's fixed cost) is only as old as the last
         # scrape, half an interval on the median; `metrics_age_s` is the watermarks', which the
@@ -441,10 +431,36 @@ class _Model:
         self.gauge_age = job.scrape_interval_s / 2
         self.rate = np.ascontiguousarray(rate, dtype=np.float64)
         self.cum = np.concatenate([[0.0], np.cumsum(self.rate)])  # records arrived by second s
-        self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.names = tuple(("topic", p) for p in range(job.partitions))
         # what the daemon records in Redis, learned as the run goes (from the days given, if any)
         self.history = copy.deepcopy(history) if history is not None else InputHistory(zone=job.timezone)
+
+    def _use(self, job: JobModel, members: np.ndarray, input_before: float = 0.0) -> None:
+        """Read the layout `job` describes (`members`: its partitions' indexes in the run's job):
+        everything here that has one entry a partition."""
+        self.job, self.members = job, members
+        self.weights = job.weights
+        self.hot = job.hot_shares
+        # a partition's hot shares as the pipeline exports them: unknown (even) until its batches
+        # read MIN_SHARE_READ records between them; known from the start where a fitted run says
+        # so, else wherever there was input before the run (the job runs before second 0)
+        before = job.weights * input_before > 0
+        known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
+        self.shares_known = known | (not job.batch_seconds)
+        self.hot_table = self._shown_shares()
+        self.ceiling = job.cpu_ceiling()
+        self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
+        self.names = tuple(("topic", int(p)) for p in members)
+
+    def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray) -> np.ndarray:
+        """Read the partitions `weights` gives a share to from here on (a re-shard, an
+        expansion), each from the old layout's slowest position, as after a rescale: the
+        backlog carries over whole, and a shard's children wait for what their parent left
+        (the pipeline reads them only once it is done). Returns the new positions."""
+        active = np.where(self.arrivals(1) > 0, x, np.inf)
+        slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
+        self._use(*base.in_layout(weights))
+        return np.full((self.job.partitions, 2), slowest)
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -621,7 +637,7 @@ class _Model:
         if factor not in self._tasks:
             partitions = self.job.partitions
             repeats = np.tile([1, factor - 1], partitions)
-            names = tuple(f"Partition {p} bucket {b}/{factor}" for p in range(partitions)
+            names = tuple(f"Partition {p} bucket {b}/{factor}" for p in self.members
                           for b in range(factor))
             divisor = np.array([1.0, max(1.0, factor - 1.0)])
             self._tasks[factor] = (names, np.repeat(np.arange(partitions), factor), repeats, divisor)
@@ -704,7 +720,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
               lag_records_mean=np.empty(lead + total, dtype=np.float32),
               batch_duration=np.empty(lead + total, dtype=np.float32))
     factor = job.start_factor
-    x = np.zeros((job.partitions, 2))  # each queue's position, in cumulative input
+    x = np.zeros((model.job.partitions, 2))  # each queue's position, in cumulative input
+    # the run's layout changes, each at the first tick at or after it (a block is whole ticks)
+    relayouts = [(lead + math.ceil(at / tick) * tick, weights)
+                 for at, weights in zip(job.layout_changes_s, job.layout_weights, strict=True)]
     last_rescale, down_s = -math.inf, 0.0
     policy_state: Any = None
     guard_state = None
@@ -715,7 +734,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     t, block_ticks, total = 0, BLOCK_TICKS, lead + total
     # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
-        end = lead if t < lead else min(total, t + block_ticks * tick)
+        while relayouts and relayouts[0][0] <= t:
+            x = model.relayout(job, relayouts.pop(0)[1], x)
+        end = lead if t < lead else min(total, t + block_ticks * tick, *(at for at, _ in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))
         committed = _first_commit(block.sawtooth) if restarted else None
@@ -753,7 +774,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                     continue
                 target, reason = decision.factor, decision.reason
                 if target < factor and job.verify_window_s > 0:
-                    first = lead + now + job.actuation_s(target, job.restart_s(len(run.rescales)))
+                    first = lead + now + model.job.actuation_s(target, job.restart_s(len(run.rescales)))
                     checking = _Check(now, factor, first, first + job.verify_window_s,
                                       observation.input_rate, observation.processed_rate)
                 elif target > factor:
@@ -779,7 +800,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # reads from then on
             factor, down_s = target, job.restart_s(len(run.rescales) - 1)
             model.downtime_seen = down_s
-            last_rescale = now + job.actuation_s(factor, down_s) + checked  # until the next block shows it
+            last_rescale = now + model.job.actuation_s(factor, down_s) + checked  # until the next block shows it
             run.rescales[-1] = dataclasses.replace(run.rescales[-1], done=last_rescale)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -127,6 +127,14 @@ class JobModel:
     # batch had read MIN_SHARE_READ of its records). Empty: known wherever the run had input
     # before its start (the job runs before second 0).
     hot_shares_known_at_start: tuple[bool, ...] = ()
+    # Where the run's partitions changed (a Kinesis re-shard, a Kafka expansion): from each second
+    # of `layout_changes_s` on (from the run's start), each partition's share of the input is that
+    # row of `layout_weights`, 0 for a partition not in the layout then; `partition_weights` is
+    # the layout the run began with. A job that kept its partitions has none. Without them a
+    # fitted re-shard read as every shard at once: the Kinesis demo's split and merge as 5
+    # partitions where 2 or 3 were read, twice the capacity at factor 1 (`autosizer fit`).
+    layout_changes_s: tuple[float, ...] = ()
+    layout_weights: tuple[tuple[float, ...], ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -208,10 +216,61 @@ class JobModel:
         restarts = self.restarts_measured_s
         if restarts and not all(is_real(r) and math.isfinite(r) and r >= 0 for r in restarts):
             raise ValueError(f"job setting restarts_measured_s needs finite seconds >= 0, not {restarts!r}")
+        self._check_layouts()
         known = self.hot_shares_known_at_start
         if known and (len(known) != self.partitions or not all(isinstance(k, bool) for k in known)):
             raise ValueError(f"job setting hot_shares_known_at_start needs {self.partitions} booleans "
                              f"(true or false, one a partition), not {known!r}")
+
+    def _check_layouts(self) -> None:
+        times, rows = self.layout_changes_s, self.layout_weights
+        if not times and not rows:
+            return
+        if len(times) != len(rows) or not self.partition_weights:
+            raise ValueError(f"job setting layout_changes_s ({len(times)}) needs as many rows of layout_weights "
+                             f"({len(rows)}), and partition_weights for the layout the run began with")
+        if not all(is_real(t) and math.isfinite(t) and t > 0 for t in times) or list(times) != sorted(set(times)):
+            raise ValueError(f"job setting layout_changes_s needs rising seconds > 0, not {times!r}")
+        for row in rows:
+            if len(row) != self.partitions or not all(is_real(w) and math.isfinite(w) and w >= 0 for w in row) \
+                    or not sum(row) > 0:
+                raise ValueError(f"job setting layout_weights needs rows of {self.partitions} finite shares >= 0 "
+                                 f"with a positive sum (0: not in the layout then), not {row!r}")
+
+    def layouts(self) -> list[tuple[float, tuple[float, ...]]]:
+        """(from second, each partition's share) for every layout of the run, the first from 0."""
+        return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
+
+    def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
+        """This job on the partitions `weights` gives a share to, and their indexes here: what
+        one layout of a run whose partitions changed reads (tasks, batch cost and CPU count only
+        its partitions)."""
+        members = np.flatnonzero(np.asarray(weights, dtype=np.float64) > 0)
+
+        def pick(values: tuple) -> tuple:
+            return tuple(values[i] for i in members) if values else values
+
+        return replace(self, partitions=len(members), partition_weights=pick(weights),
+                       hot_share_table_measured=pick(self.hot_share_table_measured),
+                       hot_shares_known_at_start=pick(self.hot_shares_known_at_start),
+                       layout_changes_s=(), layout_weights=()), members
+
+    def partitions_words(self) -> str:
+        """The partitions as a person reads them: `4 partitions`, or for a run whose layout
+        changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`."""
+        if not self.layout_changes_s:
+            return f"{self.partitions} partitions"
+        sizes = [f"{sum(1 for w in weights if w > 0)}" + (f" from {at:.0f} s" if at else "")
+                 for at, weights in self.layouts()]
+        return f"{self.partitions} partitions, read {', then '.join(sizes)}"
+
+    def partition_counts(self, seconds: int, tick: int = 1) -> np.ndarray:
+        """The partitions the job read in each of the run's `seconds` (its layouts' sizes), each
+        change from the first `tick` at or after it, as the simulator applies it."""
+        counts = np.full(seconds, self.partitions, dtype=np.int64)
+        for at, weights in self.layouts() if self.layout_changes_s else ():
+            counts[min(seconds, math.ceil(at / tick) * tick):] = sum(1 for w in weights if w > 0)
+        return counts
 
     @cached_property
     def _keys(self) -> tuple[np.ndarray, np.ndarray]:
@@ -244,7 +303,8 @@ class JobModel:
             return {f: np.maximum(table[:, i], 1.0 / f) for i, f in enumerate(FACTORS)}
         weights, hashes = self._keys
         part = self._partition_of_key
-        within = weights / self.weights[part]
+        share = self.weights[part]  # a partition with no share (not in a fitted layout) has no lanes
+        within = np.divide(weights, share, out=np.zeros_like(weights), where=share > 0)
         hot = self.skew.hot_key_share
         hot_p = self.skew.hot_partition % self.partitions
         if hot:

@@ -309,3 +309,55 @@ def test_the_run_says_whether_a_batchs_cost_was_measured_when_it_began():
     series["overhead"] = []
     job = fit_job(series)
     assert job.overhead_known_at_start is False  # the cost itself: the commit latency (test above)
+
+
+def resharded_series() -> dict:
+    """90 s of a Kinesis job: shards 0 and 1 at 100 records/s; 0 splits at 30 s into 2 and 3
+    (50/s each), which the pipeline reads from 31.2 s once 0 is read to its end (30.2 s); 1 and
+    3 merge at 60 s into 4 (150/s), read from 62 s. Each shard's tail counts its records from
+    its start, so a child's first reading holds those before it."""
+    rates = {0: (0, 30, 100.0), 1: (0, 60, 100.0), 2: (30, 90, 50.0), 3: (30, 60, 50.0), 4: (60, 90, 150.0)}
+    read = {0: (0, 30.2), 1: (0, 60.1), 2: (31.2, 90), 3: (31.2, 60.2), 4: (62, 90)}
+    series = run_series()
+    series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
+    for p, (born, gone, rate) in rates.items():
+        label = {"topic": "orders", "partition": str(p)}
+        begin, end = read[p]
+        times = [begin + i for i in range(int(end - begin) + 1)]
+        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born)) for t in times]))
+        series["input_rate"].append((label, [(START + t, rate if t < gone else 0.0) for t in times]))
+        series[ARRIVALS].append((label, [(START + s, rate) for s in range(born, gone)]))
+    return series
+
+
+def test_a_run_whose_shards_split_and_merged_is_fitted_as_the_layouts_it_read():
+    """The shipped Kinesis demo (split at 45 s, merge at 75 s) was fitted as 5 partitions read at
+    once, twice the capacity it had at factor 1: its replay went 1 -> 4 where the job went to 8.
+    A parent that leaves and its children that join a second later are one change."""
+    fitted = fitted_run(resharded_series(), START, START + 90)
+    job = fitted.job
+    assert job.partitions == 5 and job.layout_changes_s == pytest.approx((31.2, 62.0))
+    shares = [job.partition_weights, *job.layout_weights]
+    assert [[w > 0 for w in row] for row in shares] == [[True, True, False, False, False],
+                                                          [False, True, True, True, False],
+                                                          [False, False, True, False, True]]
+    assert shares[0][:2] == pytest.approx((0.48, 0.52), abs=0.01)  # 3,000 and 3,200 records to 31.2 s
+    assert shares[2][2] == pytest.approx(0.25) and shares[2][4] == pytest.approx(0.75)
+    assert job.partition_counts(90)[[0, 31, 32, 61, 62]].tolist() == [2, 2, 3, 3, 2]
+    # the children's first readings held their records since the split: still the same count
+    assert fitted.load_source == "the records' own times"
+    assert fitted.load.rate[10] == 200 and fitted.load.rate[45] == 200 and fitted.load.rate[70] == 200
+
+
+def test_a_run_that_kept_its_partitions_has_one_layout_though_a_series_began_a_probe_late():
+    series = run_series()
+    label, points = series["input_rate"][1]
+    series["input_rate"][1] = (label, points[2:])  # its first reading 2 s in
+    assert fitted_run(series, START, START + 60).job.layout_changes_s == ()
+    assert fitted_run(resharded_series(), START, START + 25).job.layout_changes_s == ()
+
+
+def test_a_fitted_run_with_layout_changes_writes_a_trace_that_replays_them(tmp_path):
+    fitted = fitted_run(resharded_series(), START, START + 90)
+    trace = load_trace(str(write_trace(fitted, tmp_path / "resharded.toml")))
+    assert trace.job == fitted.job and len(trace.job.layouts()) == 3

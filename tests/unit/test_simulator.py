@@ -360,6 +360,14 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
     ("[job]\npartitions = 4\n[job.skew]\nkeys = 1000000000",
      "over 4 partitions is 4,000,000,000 keys, .* at most 2,000,000, so keys = 500,000 or fewer"),
     ("[job]\npartitions = 2000", r"skew.keys \(2,000 a partition\) over 2,000 partitions .* keys = 1,000 or fewer"),
+    ("[job]\npartitions = 2\nlayout_changes_s = [30.0]\nlayout_weights = [[0.5, 0.5]]",
+     "job setting layout_changes_s .* needs as many rows of layout_weights .* and partition_weights"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0, 20.0]\n"
+     "layout_weights = [[0.5, 0.5], [0, 1]]", r"job setting layout_changes_s needs rising seconds > 0, not \(30.0, 20.0\)"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[0.5]]",
+     r"job setting layout_weights needs rows of 2 finite shares >= 0 .*, not \(0.5,\)"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[0, 0]]",
+     "job setting layout_weights needs rows of 2 finite shares >= 0 with a positive sum"),
 ])
 def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
     """A text or fractional number was a comparison error or a TypeError from deep in the run;
@@ -1052,3 +1060,55 @@ def test_a_job_whose_shares_were_measured_is_not_held_to_the_key_cap():
     assert job.weights.sum() == pytest.approx(1.0) and job.hot_shares[8].max() == pytest.approx(1 / 8)
     with pytest.raises(ValueError, match="keys = 1,000 or fewer"):
         JobModel(partitions=2000, partition_weights=(1.0,) * 2000)
+
+
+def test_a_split_doubles_what_the_job_reads_from_the_change_on():
+    """A fitted re-shard: one partition for an hour, then its two children. 150/s is half again
+    what one partition's task does (100/s): the backlog grows 50/s until the split and drains
+    50/s after it. The same three partitions as one layout (what `autosizer fit` made of the
+    Kinesis demo's split and merge until session 58) read three queues from the start and never
+    fell behind."""
+    job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   partition_weights=(1.0, 0.0, 0.0), layout_changes_s=(3600.0,),
+                   layout_weights=((0.0, 0.5, 0.5),))
+    load = workloads.constant(150, seconds=7200, noise=0)
+    run = simulate(load, job, Fixed(1), tick_s=15)
+    assert run.lag_records[3599] == pytest.approx(50 * 3600)
+    assert run.lag_records[5399] == pytest.approx(50 * 1800)
+    assert run.lag_records[-1] == pytest.approx(0, abs=1)
+    assert not run.rescales
+    # task-hours count the tasks each layout ran: one for the first hour, two for the second
+    assert score(run).task_hours == 3.0
+    at_once = dataclasses.replace(job, partition_weights=(0.34, 0.33, 0.33), layout_changes_s=(), layout_weights=())
+    assert simulate(load, at_once, Fixed(1), tick_s=15).lag_records.max() == 0
+
+
+def test_after_a_change_the_daemon_sees_the_new_layouts_partitions_each_from_the_slowest_position():
+    """The observation names the layout's partitions by the run's own indexes, and a child starts
+    where its parent's oldest record was: the backlog carries over whole."""
+    seen: list[tuple[float, tuple]] = []
+
+    class Watch(Fixed):
+        def decide(self, observation, state=None):
+            seen.append((observation.time, tuple(observation.partitions.names)))
+            return super().decide(observation, state)
+
+    job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   partition_weights=(0.0, 1.0, 0.0), layout_changes_s=(100.0,),
+                   layout_weights=((0.5, 0.0, 0.5),))
+    run = simulate(workloads.constant(200, seconds=200, noise=0), job, Watch(1), tick_s=10)
+    assert dict(seen)[90] == (("topic", 1),) and dict(seen)[110] == (("topic", 0), ("topic", 2))
+    # 100/s behind until 100 s (10,000 records, the oldest 50 s old), then 200/s taken: the
+    # backlog and its oldest record's age hold (children from zero would have caught up)
+    assert run.lag_records[99] == pytest.approx(10_000) and run.lag_records[-1] == pytest.approx(10_000)
+    assert run.lag_seconds[99] == pytest.approx(50, abs=1) and run.lag_seconds[-1] == pytest.approx(50, abs=1)
+
+
+def test_a_trace_with_layout_changes_loads_them(tmp_path):
+    trace = tmp_path / "resharded.toml"
+    trace.write_text('[workload]\nkind = "constant"\nrate = 100\nseconds = 600\n[job]\npartitions = 3\n'
+                     'partition_weights = [0.5, 0.5, 0]\nlayout_changes_s = [60.0]\nlayout_weights = [[0, 0.5, 0.5]]\n')
+    job = load_trace(str(trace)).job
+    assert job.layouts() == [(0.0, (0.5, 0.5, 0)), (60.0, (0, 0.5, 0.5))]
+    assert job.partition_counts(100)[[0, 59, 60, 99]].tolist() == [2, 2, 2, 2]
+    assert job.in_layout((0, 0.5, 0.5))[0].partitions == 2
