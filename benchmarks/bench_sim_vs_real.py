@@ -1,6 +1,6 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
-Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--source kinesis] [--high 255]
+Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--source kinesis [--reshard]] [--high 255]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
      [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE] [--apart N]
      [--save run.json | --replay run.json [--ticks]]
@@ -27,7 +27,10 @@ lag ratios alone would miss a rescale one side made and the other did not, so th
 paths are printed too. `--source kinesis` runs `make demo-kinesis`'s job instead (session 57: 2 shards on the emulator,
 20 -> 150 orders/s, 40 ms a lookup) without its split and merge, its load counted from the
 records' arrival times on the stream (`arrivals.read_kinesis_arrivals`); it takes `--policy`,
-`--duration` and `--save`, and `--replay` replays a saved Kinesis run as any other.
+`--duration` and `--save`, and `--replay` replays a saved Kinesis run as any other. With
+`--reshard` the demo runs as it ships, a split at 45 s and a merge at 75 s, and the replay reads
+the layouts the fit found (session 58: before it, the fit read the 5 shards as one layout, twice
+the capacity at factor 1, and the replay went 1 -> 4 where the job went 1 -> 8).
 `--keys 16` gives 4 customers a partition (the busiest key lane then
 caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's

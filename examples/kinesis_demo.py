@@ -18,8 +18,8 @@ takes 1,000 records/s of writes and serves reads apart from them).
 
 Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150])
 
-`bench_sim_vs_real.py --source kinesis` runs it without the split and the merge (the simulator
-keeps a job's partitions) and replays it.
+`bench_sim_vs_real.py --source kinesis --reshard` runs it as it ships and replays it (the fit reads
+the layouts it read: 2 shards, then 3, then 2); without `--reshard`, the step alone on 2 shards.
 """
 
 from __future__ import annotations

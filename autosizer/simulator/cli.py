@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> None:
     if args.json:
         sys.stdout.write(json.dumps([s.row() for s in scores], indent=2) + "\n")
     else:
-        sys.stdout.write(f"{name}: {workload.seconds / 3600:g} h, {job.partitions} partitions, "
+        sys.stdout.write(f"{name}: {workload.seconds / 3600:g} h, {job.partitions_words()}, "
                          f"SLO {args.slo:g} s\n{report.table(scores)}\n")
     if args.markdown:
         with open(args.markdown, "w") as handle:

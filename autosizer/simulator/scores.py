@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 
 from autosizer.elasticity import FACTORS
 from autosizer.simulator.engine import Run
+from autosizer.simulator.job import JobModel
 
 HOUR = 3600
 OVERLOAD_S = 30  # an overload this long (on a 30 s mean of the input) is sustained, not noise
@@ -72,11 +74,7 @@ def scale_up_delay(run: Run) -> int:
     factor = run.factor.astype(np.int64)
     if factor.size < OVERLOAD_S:
         return 0
-    levels = np.unique(factor)
-    capacity = np.zeros(factor.size)
-    for level in levels:
-        capacity[factor == level] = run.job.capacity(int(level))
-    best = max(run.job.capacity(f) for f in FACTORS if f >= int(levels.min()))
+    capacity, best = _capacities(run.job, factor, run.tick_s)
     rate = run.rate
     over = (rate > capacity) & (rate <= best)
     counts = np.convolve(over, np.ones(OVERLOAD_S, dtype=np.int64))[: factor.size]
@@ -91,6 +89,21 @@ def scale_up_delay(run: Run) -> int:
         waited = int(after[0]) - begin if after.size and after[0] <= end else int(end) - begin
         worst = max(worst, waited)
     return worst
+
+
+def _capacities(job: JobModel, factor: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each second's capacity at the running factor, and the most any factor from the run's
+    least on would take, in the layout the job read then (`JobModel.layout_changes_s`)."""
+    layouts = [(0, job)] if not job.layout_changes_s else [
+        (min(factor.size, math.ceil(at / tick) * tick), job.in_layout(weights)[0]) for at, weights in job.layouts()]
+    capacity, best = np.zeros(factor.size), np.zeros(factor.size)
+    least = int(factor.min())
+    for (begin, model), (end, _) in zip(layouts, [*layouts[1:], (factor.size, None)], strict=True):
+        part = factor[begin:end]
+        for level in np.unique(part):
+            capacity[begin:end][part == level] = model.capacity(int(level))
+        best[begin:end] = max(model.capacity(f) for f in FACTORS if f >= least)
+    return capacity, best
 
 
 def broken_goals(result: Score, reference: Score) -> list[str]:

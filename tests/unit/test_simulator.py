@@ -1112,3 +1112,14 @@ def test_a_trace_with_layout_changes_loads_them(tmp_path):
     assert job.layouts() == [(0.0, (0.5, 0.5, 0)), (60.0, (0, 0.5, 0.5))]
     assert job.partition_counts(100)[[0, 59, 60, 99]].tolist() == [2, 2, 2, 2]
     assert job.in_layout((0, 0.5, 0.5))[0].partitions == 2
+
+
+def test_a_scale_up_after_a_merge_halved_the_capacity_is_counted_from_the_merge():
+    """Two partitions merge into one at 600 s: 150/s, which factor 1 on two partitions takes
+    (200/s), overloads factor 1 on one (100/s). A policy that never scales up waited from the
+    merge to the run's end; counted on the first layout's capacity it never waited at all."""
+    job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   partition_weights=(0.5, 0.5, 0.0), layout_changes_s=(600.0,),
+                   layout_weights=((0.0, 0.0, 1.0),))
+    run = simulate(workloads.constant(150, seconds=1200, noise=0), job, Fixed(1), tick_s=15)
+    assert score(run).scale_up_delay_s == 600
