@@ -721,8 +721,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
               batch_duration=np.empty(lead + total, dtype=np.float32))
     factor = job.start_factor
     x = np.zeros((model.job.partitions, 2))  # each queue's position, in cumulative input
-    # the run's layout changes, each at the first tick at or after it (a block is whole ticks)
-    relayouts = [(lead + math.ceil(at / tick) * tick, weights)
+    # the run's layout changes, each from the tick before it (a block is whole ticks): the tick
+    # after a change reads the new layout, as the real daemon's does (run u1's 55 s tick read the
+    # 3 shards adopted at 53 s; replayed from the tick after, it read 2 and scaled 4 -> 8)
+    relayouts = [(lead + math.floor(at / tick) * tick, weights)
                  for at, weights in zip(job.layout_changes_s, job.layout_weights, strict=True)]
     last_rescale, down_s = -math.inf, 0.0
     policy_state: Any = None

@@ -266,10 +266,10 @@ class JobModel:
 
     def partition_counts(self, seconds: int, tick: int = 1) -> np.ndarray:
         """The partitions the job read in each of the run's `seconds` (its layouts' sizes), each
-        change from the first `tick` at or after it, as the simulator applies it."""
+        change from the `tick` boundary before it, as the simulator applies it."""
         counts = np.full(seconds, self.partitions, dtype=np.int64)
         for at, weights in self.layouts() if self.layout_changes_s else ():
-            counts[min(seconds, math.ceil(at / tick) * tick):] = sum(1 for w in weights if w > 0)
+            counts[min(seconds, math.floor(at / tick) * tick):] = sum(1 for w in weights if w > 0)
         return counts
 
     @cached_property

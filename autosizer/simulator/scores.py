@@ -95,7 +95,7 @@ def _capacities(job: JobModel, factor: np.ndarray, tick: int) -> tuple[np.ndarra
     """Each second's capacity at the running factor, and the most any factor from the run's
     least on would take, in the layout the job read then (`JobModel.layout_changes_s`)."""
     layouts = [(0, job)] if not job.layout_changes_s else [
-        (min(factor.size, math.ceil(at / tick) * tick), job.in_layout(weights)[0]) for at, weights in job.layouts()]
+        (min(factor.size, math.floor(at / tick) * tick), job.in_layout(weights)[0]) for at, weights in job.layouts()]
     capacity, best = np.zeros(factor.size), np.zeros(factor.size)
     least = int(factor.min())
     for (begin, model), (end, _) in zip(layouts, [*layouts[1:], (factor.size, None)], strict=True):
