@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.elasticity.shards import Reshard, reshard
+from autosizer.elasticity.shards import Reshard, Shard, reshard, waiting_under
 from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreError
@@ -387,17 +387,31 @@ class PipelineAgent:
                 return
             lowest = self.checkpoints.start_offsets()
             positions = _positions(self.checkpoints)
+            layout = self.layout
+        ((stream, _),) = layout.topics.items()
+        listed = probe.reader(stream).shards()
         now = time.time()
         marks, ages, tails = {}, {}, {}
-        for (stream, shard), start in lowest.items():
+        # the layout's shards, then the children not adopted yet (from their first record) under
+        # the shard whose line they continue (`shards.waiting_under`): their records are input,
+        # and backlog behind that shard's tasks
+        waiting = waiting_under(layout, listed)
+        for shard, start in [*((shard, start) for (_, shard), start in lowest.items()),
+                             *((child, None) for child in sorted(waiting))]:
             tail = self._tails.get(shard)
             if tail is None or (start or 0) < tail.floor:  # new, or rewound by a startpoint
                 tail = kinesis_source.ShardTail(probe.reader(stream), shard, start or 0)
             self.admission.observe_endpoint_read(tail.follow())
             tail.trim(start or 0)
             tails[shard] = tail
-            marks[(stream, shard)] = tail.seen
-            ages[(stream, shard)] = tail.age(start or 0, now)
+        for (_, shard), start in lowest.items():
+            marks[(stream, shard)] = tails[shard].seen
+            ages[(stream, shard)] = tails[shard].age(start or 0, now)
+        queued: dict[tuple[str, int], int] = {}
+        for child, line in waiting.items():
+            marks[(stream, line)] += tails[child].seen
+            queued[(stream, line)] = queued.get((stream, line), 0) + tails[child].behind(0)
+            ages[(stream, line)] = max(ages[(stream, line)], tails[child].age(0, now))
         self._tails = tails  # retired shards' tails dropped
         # the source's peek asks no call of a shard whose tail counted a record past its start, nor
         # of an idle one the tail read to its tip just now
@@ -406,18 +420,15 @@ class PipelineAgent:
         # a copy for the scrape thread: the tails move on at the next probe
         numbers = {(stream, shard): list(tails[shard].numbers) for stream, shard in lowest}
         self.metrics.observe_lag(marks, ages, lambda tp, position: kinesis_source.at_or_past(numbers[tp], position),
-                                 positions=positions)
+                                 positions=positions, waiting=queued)
         finished = [shard for (_, shard), start in lowest.items() if tails[shard].finished(start or 0)]
-        self._watch_shards(probe, finished)
+        self._watch_shards(layout, listed, finished)
 
-    def _watch_shards(self, probe: kinesis_source.KinesisPositions, finished: list[int]) -> None:
+    def _watch_shards(self, layout: Layout, listed: list[Shard], finished: list[int]) -> None:
         """Find a re-shard the layout has not taken yet (seed 003): children whose parents are all
         closed and finished (the tails read them to their end) join, finished shards leave. `run`
         applies it between batches."""
-        layout = self.layout
-        assert layout is not None
-        ((stream, _),) = layout.topics.items()
-        change = reshard(layout, probe.reader(stream).shards(), finished)
+        change = reshard(layout, listed, finished)
         if change is not None and self._reshard is None:
             self._reshard = (layout.generation, change)
 

@@ -124,6 +124,7 @@ class PipelineMetrics(Collector):
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.lag_positions: dict[tuple[str, str, int], int | None] = {}  # as the lag probe read them
         self.high_watermarks: dict[Partition, int] = {}
+        self.waiting: dict[Partition, int] = {}  # records in shards not adopted yet, by the partition they wait for
         self.oldest_age: dict[Partition, float] = {}
         self.probed_at: float | None = None  # Unix time of the lag probe that read the watermarks
         self._behind: Callable[[Partition, int], int] = lambda tp, position: max(
@@ -207,16 +208,20 @@ class PipelineMetrics(Collector):
 
     def observe_lag(self, high_watermarks: Mapping[Partition, int], oldest_age: Mapping[Partition, float],
                     behind: Callable[[Partition, int], int] | None = None, at: float | None = None,
-                    positions: Mapping[tuple[str, str, int], int | None] | None = None) -> None:
+                    positions: Mapping[tuple[str, str, int], int | None] | None = None,
+                    waiting: Mapping[Partition, int] | None = None) -> None:
         """`behind(partition, position)`: records at or past a position, where positions are not
         offsets (Kinesis: sequence numbers); by default the high watermark minus the position.
         `at`: when the watermarks were read (now by default). `positions`: the tasks' positions
         taken just before the marks (the last batch's by default). The lag gauges subtract
         these, not the positions at the scrape: a commit between the probe and the scrape read
-        as no backlog while a second of input waited (23 of 176 busy ticks in runs 122-132)."""
+        as no backlog while a second of input waited (23 of 176 busy ticks in runs 122-132).
+        `waiting`: records past every task of a partition, in shards not adopted yet that wait
+        for it (Kinesis children: `shards.waiting_under`); in its lag, not in its tasks'."""
         with self._lock:
             self.probed_at = time.time() if at is None else at
             self.high_watermarks = dict(high_watermarks)
+            self.waiting = dict(waiting or {})
             self.oldest_age = dict(oldest_age)
             self.lag_positions = dict(self.positions if positions is None else positions)
             if behind is not None:
@@ -233,7 +238,7 @@ class PipelineMetrics(Collector):
                 tp = (topic, partition)
                 lowest[tp] = min(lowest.get(tp, next_offset), next_offset)
         # A partition with no known position has no lag series: unknown is not zero.
-        return {tp: self._behind(tp, lowest[tp]) for tp in self.high_watermarks if tp in lowest}
+        return {tp: self._behind(tp, lowest[tp]) + self.waiting.get(tp, 0) for tp in self.high_watermarks if tp in lowest}
 
     # --- the scrape ----------------------------------------------------------------------------
 

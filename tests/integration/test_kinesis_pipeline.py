@@ -153,6 +153,40 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
     assert "autosizer_pipeline_batch_read_seconds" in {family.name for family in agent.metrics.collect()}
 
 
+def test_a_split_childs_records_count_under_its_parent_until_the_parent_is_done(
+        spark, kinesis, stream, redis_server, job, tmp_path):
+    """A child shard is read only once its parent is done, and the layout adopts it then; until
+    then its records are input the daemon must see and backlog behind the parent's tasks. Counted
+    nowhere, a split hid half a shard's input from the daemon for as long as the parent took to
+    drain (the Kinesis demo read 91/s of 150/s 10 s after its split)."""
+    from tests.apps import slow_echo
+
+    store, agent, _ = kinesis_agent(spark, kinesis, redis_server, job, stream, 1, tmp_path, factor=1,
+                                    process=slow_echo, batch_seconds=1.0)
+    kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"backlog") for i in range(4000)])  # 20 s at 5 ms a record
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: store.committed_batch(1) >= 1, 90, "the first commit", errors)
+        client = kinesis.client()
+        low = client.list_shards(StreamName=stream)["Shards"][0]["HashKeyRange"]
+        middle = (int(low["StartingHashKey"]) + int(low["EndingHashKey"])) // 2
+        client.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(middle))
+        kinesis.wait_active(stream)
+        kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"after") for i in range(200)])
+        wait_until(lambda: agent.metrics.waiting.get((stream, 0)) == 200, 30,
+                   "the children's 200 records counted under their parent", errors)
+        assert store.layout().partitions() == [(stream, 0)], "the parent is not done: no child adopted"
+        assert agent.metrics.high_watermarks == {(stream, 0): 4200}, "input: the parent's and its children's"
+        assert agent.metrics.partition_lag()[(stream, 0)] >= 200
+        wait_until(lambda: store.layout().partitions() == [(stream, 1), (stream, 2)], 90, "the children", errors)
+        wait_until(lambda: sum(agent.metrics.high_watermarks.values()) == 200, 30, "the children's own tails", errors)
+        assert not errors
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
+
+
 @pytest.mark.parametrize("grouper", ["partition", "lineage"])
 def test_split_merge_rescale_and_kill_9_on_a_live_kinesis_stream(kinesis, stream, redis_server, job, tmp_path,
                                                                  grouper):

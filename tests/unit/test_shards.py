@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.elasticity.shards import Shard, apply, reshard
+from autosizer.elasticity.shards import Shard, apply, reshard, waiting_under
 
 STREAM = "clicks"
 
@@ -100,3 +100,16 @@ def test_the_lineage_grouper_keeps_every_key_in_its_task_across_a_split_and_the_
             cp.advance(task.name, *tp, 10**30)
     moved = cp.migrate(split)
     assert moved.position("Shard_0-1-4", STREAM, 2) == 0 and moved.position("Shard_1-1-4", STREAM, 1) == 10**30
+
+
+def test_a_child_not_adopted_yet_counts_under_the_live_shard_whose_line_it_continues():
+    layout = kinesis(3)
+    # 0 split into 3 and 4, and 4 split again into 5 and 6 before 0 was done; 1 and 2 merged into 7
+    listed = [Shard(0, closed=True), Shard(1, closed=True), Shard(2, closed=True), Shard(3, (0,)),
+              Shard(4, (0,), closed=True), Shard(5, (4,)), Shard(6, (4,)), Shard(7, (1, 2))]
+    assert waiting_under(layout, listed) == {3: 0, 4: 0, 5: 0, 6: 0, 7: 1}
+    # once 1 left, the merge's child waits under 2 alone; a shard with no live ancestor (its
+    # parents retired: it joins at the next probe) counts nowhere
+    later = apply(layout, reshard(layout, listed, finished=[1]))
+    assert waiting_under(later, listed) == {3: 0, 4: 0, 5: 0, 6: 0, 7: 2}
+    assert waiting_under(kinesis(2), [Shard(0), Shard(1), Shard(9, (8,))]) == {}
