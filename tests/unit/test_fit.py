@@ -311,20 +311,27 @@ def test_the_run_says_whether_a_batchs_cost_was_measured_when_it_began():
     assert job.overhead_known_at_start is False  # the cost itself: the commit latency (test above)
 
 
-def resharded_series() -> dict:
+def resharded_series(children_read_at: float = 31.2, counted_under_parent: bool = False) -> dict:
     """90 s of a Kinesis job: shards 0 and 1 at 100 records/s; 0 splits at 30 s into 2 and 3
     (50/s each), which the pipeline reads from 31.2 s once 0 is read to its end (30.2 s); 1 and
     3 merge at 60 s into 4 (150/s), read from 62 s. Each shard's tail counts its records from
-    its start, so a child's first reading holds those before it."""
+    its start, so a child's first reading holds those before it; a pipeline since session 58
+    also counts 2 and 3 under 0 until they are read (`counted_under_parent`)."""
     rates = {0: (0, 30, 100.0), 1: (0, 60, 100.0), 2: (30, 90, 50.0), 3: (30, 60, 50.0), 4: (60, 90, 150.0)}
-    read = {0: (0, 30.2), 1: (0, 60.1), 2: (31.2, 90), 3: (31.2, 60.2), 4: (62, 90)}
+    read = {0: (0, children_read_at - 1), 1: (0, 60.1), 2: (children_read_at, 90), 3: (children_read_at, 60.2),
+            4: (62, 90)}
+    if counted_under_parent:  # the parent leaves at the probe that adopts its children
+        read[0] = (0, children_read_at - 0.2)
     series = run_series()
     series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
     for p, (born, gone, rate) in rates.items():
         label = {"topic": "orders", "partition": str(p)}
         begin, end = read[p]
         times = [begin + i for i in range(int(end - begin) + 1)]
-        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born)) for t in times]))
+        times += [end] if times[-1] < end else []
+        waiting = 100.0 if p == 0 and counted_under_parent else 0.0  # its children's, from 30 s
+        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born) + waiting * max(0, t - 30))
+                                                 for t in times]))
         series["input_rate"].append((label, [(START + t, rate if t < gone else 0.0) for t in times]))
         series[ARRIVALS].append((label, [(START + s, rate) for s in range(born, gone)]))
     return series
@@ -347,6 +354,16 @@ def test_a_run_whose_shards_split_and_merged_is_fitted_as_the_layouts_it_read():
     # the children's first readings held their records since the split: still the same count
     assert fitted.load_source == "the records' own times"
     assert fitted.load.rate[10] == 200 and fitted.load.rate[45] == 200 and fitted.load.rate[70] == 200
+
+
+@pytest.mark.parametrize("counted_under_parent", [False, True])
+def test_the_records_times_agree_with_a_pipeline_that_counted_a_waiting_child_under_its_parent_or_nowhere(
+        counted_under_parent):
+    """The split's children are read 20 s after it, 2,000 records later: a pipeline before
+    session 58 counted those nowhere until the children's first readings (which the watermark's
+    rise leaves out); today's counts them under their parent."""
+    series = resharded_series(children_read_at=50.0, counted_under_parent=counted_under_parent)
+    assert fitted_run(series, START, START + 90).load_source == "the records' own times"
 
 
 def test_a_run_that_kept_its_partitions_has_one_layout_though_a_series_began_a_probe_late():
