@@ -49,11 +49,16 @@ class Evaluator:
         columns = {name: _partition_column(samples, name, index)
                    for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate")}
         if not problems:
+            read = {partition_of(labels) for labels, _ in samples.series.get("high_watermark", ())}
             for name in REQUIRED:
                 missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
-                if missing:
-                    problems.append(f"no {name} for {_names(missing)}: is Prometheus scraping the "
-                                    "pipeline's /metrics?")
+                young = [tp for tp in missing if name == "input_rate" and tp in read]
+                if young:  # one reading so far: a rate needs two (run u1's merge child, a tick after it joined)
+                    problems.append(f"no input_rate for {_names(young)} yet: its watermark was read once so far "
+                                    "(it joined the layout: a re-shard or an expansion); the next tick reads it")
+                if set(missing) - set(young):
+                    problems.append(f"no {name} for {_names([tp for tp in missing if tp not in young])}: "
+                                    "is Prometheus scraping the pipeline's /metrics?")
         processed = columns["processed_rate"]
         processed[np.isnan(processed)] = 0.0  # no task processed anything there in the window
         seconds = columns["lag_seconds"]

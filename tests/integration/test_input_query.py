@@ -50,3 +50,52 @@ def test_the_input_is_the_watermarks_growth_over_the_probes_read_times(tmp_path)
             time.sleep(0.5)
     assert len(exact) == 48 and max(abs(r / RATE - 1) for r in exact) < 0.005, exact
     assert max(abs(r / RATE - 1) for r in astray) > 0.02, f"rate() reads each reading at its scrape: {astray}"
+
+
+# the shipped query before session 58: a partition younger than the window fell to rate()
+YOUNG_BY_RATE = ("max by (topic, partition) (clamp_min((autosizer_pipeline_high_watermark{$selector}"
+                 " - autosizer_pipeline_high_watermark{$selector} offset $window)"
+                 " / (autosizer_pipeline_high_watermark_time_seconds{$selector}"
+                 " - autosizer_pipeline_high_watermark_time_seconds{$selector} offset $window > 0), 0))"
+                 " or max by (topic, partition) (rate(autosizer_pipeline_high_watermark{$selector}[$window]))")
+
+
+class JoiningProbe(JitteredProbe):
+    """Partition 0 alone, then partition 1 joins (a re-shard's child), its watermark counting
+    from its first record: both grow RATE a second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined: float | None = None
+
+    def _feed(self) -> None:
+        rng, began = np.random.default_rng(5), time.time()
+        while not self.stop.wait(rng.uniform(0.3, 1.0)):
+            at = time.time()
+            marks = {("orders", 0): int(RATE * (at - began))}
+            if self.joined is not None:
+                marks[("orders", 1)] = int(RATE * (at - self.joined))
+            self.metrics.observe_lag(marks, dict.fromkeys(marks, 0.0), at=at)
+
+
+def test_a_partition_younger_than_the_window_reads_its_growth_since_its_first_reading(tmp_path):
+    """A shard that joined has no reading a window back; `rate()` stood in and read it at a
+    fraction (the Kinesis demo's split children: 91/s of the 150/s input 3 s after joining)."""
+    with JoiningProbe() as probe, EmbeddedPrometheus([f"127.0.0.1:{probe.port}"], tmp_path / "prom") as prometheus:
+        shipped = PrometheusCollector(prometheus.url, {"input_rate": DEFAULT_QUERIES["input_rate"]}, window="10s")
+        before = PrometheusCollector(prometheus.url, {"input_rate": YOUNG_BY_RATE}, window="10s")
+        wait_until(lambda: len(readings(shipped)) == 1, 60, "the first scrapes")
+        probe.joined = time.time()
+
+        def young(collector: PrometheusCollector) -> float | None:
+            rates = {labels["partition"]: v for labels, v in collector.collect().series.get("input_rate", ())}
+            return rates.get("1")
+
+        wait_until(lambda: young(shipped) is not None, 30, "two readings of the young partition")
+        exact, rated = [], []
+        for _ in range(6):  # the window's first half after it joined
+            exact.append(young(shipped))
+            rated.append(young(before))
+            time.sleep(0.5)
+    assert all(r is not None and abs(r / RATE - 1) < 0.01 for r in exact), exact
+    assert all(r is None or r / RATE < 0.8 for r in rated), f"rate() over a window the series did not fill: {rated}"

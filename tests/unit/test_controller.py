@@ -252,3 +252,15 @@ def test_the_pipelines_restart_gauge_is_the_downtime_the_policy_reads(gauge, dow
     # nothing measured either way (no rescale yet): a query restart assumed
     unmeasured = Evaluator().evaluate(samples(restart_seconds=[]), LAYOUT).observation
     assert unmeasured.restart_downtime_s == 10.0
+
+
+def test_a_partition_read_once_so_far_holds_for_its_input_rate_and_says_it_joined():
+    """A shard that joined the layout a scrape ago has one watermark reading, and a rate needs
+    two: the tick holds, and says why rather than ask whether Prometheus scrapes the pipeline."""
+    joined = samples(input_rate=[({"topic": "orders", "partition": "0"}, 100.0)],
+                     high_watermark=[({"topic": "orders", "partition": str(p)}, 500.0) for p in (0, 1)],
+                     high_watermark_time=[({"topic": "orders", "partition": str(p)}, 99.0) for p in (0, 1)])
+    evaluation = Evaluator().evaluate(joined, LAYOUT)
+    assert not evaluation.observation.complete
+    assert evaluation.problems == ["no input_rate for orders[1] yet: its watermark was read once so far (it joined "
+                                   "the layout: a re-shard or an expansion); the next tick reads it"]
