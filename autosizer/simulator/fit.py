@@ -263,26 +263,23 @@ def fitted_run(series: Mapping[str, Series], start: float, end: float,
     The load is the records' own arrivals where a reader of the topic counted them (`ARRIVALS`),
     else the watermark's steps as the probe read them, else (older runs) its rate."""
     seconds = np.arange(0, int(end - start) + 1, dtype=np.float64)
-    loads, source = _partition_loads(series, start, seconds)
+    loads, source, marks = _partition_loads(series, start, seconds)
     load = sum(loads.values()) if loads else np.zeros(seconds.size)
     job = fit_job(series, base)
     partitions = sorted({partition_of(labels) for labels, _ in series.get("input_rate", ())} - {None})
-    job = replace(job, **_layout_changes(series, start, end, loads, partitions))
+    # a layout's shares from what the pipeline counted under each of its partitions (since
+    # session 58 a child not adopted yet counts under its parent, whose tasks it waits for)
+    job = replace(job, **_layout_changes(series, start, end, marks or loads, partitions))
     return Fitted(job, Workload("recorded", np.maximum(load, 0.0)),
                   _resample(_points(series.get("lag_seconds", ())), start, seconds),
                   np.rint(_resample(_points(series.get("factor", ())), start, seconds, step=True)).astype(np.int32),
                   _resample(_points(series.get("processed_rate", ())), start, seconds), source)
 
 
-def _load(series: Mapping[str, Series], start: float, seconds: np.ndarray) -> tuple[np.ndarray, str]:
-    """The records that arrived in each second [s, s + 1), and where they were counted from."""
-    loads, source = _partition_loads(series, start, seconds)
-    return (sum(loads.values()) if loads else np.zeros(seconds.size)), source
-
-
 def _partition_loads(series: Mapping[str, Series], start: float,
-                     seconds: np.ndarray) -> tuple[dict[Any, np.ndarray], str]:
-    """Per partition, the records that arrived in each second, and where they were counted from."""
+                     seconds: np.ndarray) -> tuple[dict[Any, np.ndarray], str, dict[Any, np.ndarray] | None]:
+    """Per partition, the records that arrived in each second, where they were counted from, and
+    the watermark's rise each second (None without it)."""
     marks: dict[Any, np.ndarray] | None = None
     spans: dict[Any, tuple[float, float]] = {}
     if series.get("high_watermark"):
@@ -297,7 +294,7 @@ def _partition_loads(series: Mapping[str, Series], start: float,
     if series.get(ARRIVALS):
         arrived = _arrivals(series[ARRIVALS], start, seconds.size)
         if marks is None:
-            return arrived, "the records' own times"
+            return arrived, "the records' own times", None
         # A shard that joined mid-run (a re-shard) shows its first reading with its records until
         # then already counted, which the rise leaves out: the shipped Kinesis demo's children
         # held 515 of the 14,694 records before their first reading, 3.6%. Since session 58 the
@@ -309,17 +306,17 @@ def _partition_loads(series: Mapping[str, Series], start: float,
                               for p, (a, _) in spans.items() if p in arrived and a > first + LAYOUT_SLACK_S)
         rose = sum(float(m.sum()) for m in marks.values())
         if min(abs(total - rose), abs(counted - rose)) <= max(ARRIVALS_AGREE * rose, 20):
-            return arrived, "the records' own times"
+            return arrived, "the records' own times", marks
         return marks, (f"the watermark's reads: the records' times count {counted:.0f} records in "
                        f"the run where the watermark rose {rose:.0f} (a producer that stamps its "
-                       f"events' own times?)")
+                       f"events' own times?)"), marks
     if marks is not None:
-        return marks, "the watermark's reads"
+        return marks, "the watermark's reads", marks
     loads: dict[Any, np.ndarray] = {}  # series saved before the watermark was fetched
     for labels, points in series.get("input_rate", ()):
         p = partition_of(labels)
         loads[p] = loads.get(p, 0.0) + _resample(points, start, seconds)
-    return loads, "the input rate over its window"
+    return loads, "the input rate over its window", None
 
 
 def _arrivals(series: Series, start: float, size: int) -> dict[Any, np.ndarray]:

@@ -378,3 +378,14 @@ def test_a_fitted_run_with_layout_changes_writes_a_trace_that_replays_them(tmp_p
     fitted = fitted_run(resharded_series(), START, START + 90)
     trace = load_trace(str(write_trace(fitted, tmp_path / "resharded.toml")))
     assert trace.job == fitted.job and len(trace.job.layouts()) == 3
+
+
+def test_a_layouts_shares_hold_the_records_that_waited_under_a_partition():
+    """A split's children, read 20 s after it, waited for their parent's tasks: a pipeline since
+    session 58 counts them under it, and the layout's shares are what each partition's tasks had
+    before them. From the children's own arrivals the parent's share fell to 3/8 at the split, and
+    a merge's parents (closed, still draining) had none at all: run l2's replay read one shard
+    where the job had two, and went to 8."""
+    fitted = fitted_run(resharded_series(children_read_at=50.0, counted_under_parent=True), START, START + 90)
+    assert fitted.job.layout_changes_s[0] == pytest.approx(50.0)
+    assert fitted.job.partition_weights[:2] == pytest.approx((0.5, 0.5), abs=0.01)  # 4,980 and 5,000 records
