@@ -96,6 +96,21 @@ def problems(layout: Layout, topology: Topology) -> list[str]:
     return out
 
 
+def waiting_under(layout: Layout, counts: Mapping[str, int]) -> dict[TopicPartition, TopicPartition]:
+    """Partitions the broker has that the layout has not adopted yet, each under the partition
+    its keys moved from (`p % the layout's count`), where the count is a multiple the daemon
+    will adopt (a refused count's partitions wait for an operator, not for the job). Producers
+    move keys to them as they refresh their metadata, for up to `adopt_after_s` before the
+    layout reads them: their records are the topic's input all the same, and counted nowhere
+    the daemon read a 4 -> 8 expansion's topic at half its input for as long."""
+    waiting: dict[TopicPartition, TopicPartition] = {}
+    for topic, old in layout.topics.items():
+        count = counts.get(topic, old)
+        if count > old and count % old == 0:
+            waiting.update({(topic, p): (topic, p % old) for p in range(old, count)})
+    return waiting
+
+
 def expansion(layout: Layout, topology: Topology, now_ms: int,
               topics: Iterable[str] | None = None) -> Expansion | None:
     """The multiplied counts to adopt (of `topics`, default all), with each parent's end offset as

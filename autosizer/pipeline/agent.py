@@ -45,6 +45,7 @@ from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreError
 from autosizer.elasticity.topology import Topology
+from autosizer.elasticity.topology import waiting_under as waiting_partitions
 from autosizer.pipeline import kinesis_source
 from autosizer.pipeline.admission import Admission, AdmissionConfig
 from autosizer.pipeline.bucketing import key_hash_column
@@ -270,6 +271,11 @@ class PipelineAgent:
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
         self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
         self._reported_topology = False
+        # Kafka: the new partitions an expansion not adopted yet has, each under its parent, with
+        # their end offsets at the last probe; and per parent, those its adopted children had
+        # then, which stay in its input so that its watermark never falls
+        self._waiting: dict[tuple[str, int], tuple[tuple[str, int], int]] = {}
+        self._folded: dict[tuple[str, int], int] = {}
         self._reshard: tuple[int, Reshard] | None = None  # found by the probe, applied by run()
         self._tails: dict[int, kinesis_source.ShardTail] = {}  # Kinesis: the probe's shard tails
 
@@ -365,18 +371,46 @@ class PipelineAgent:
         with self._cp_lock:
             if self.layout is None or self.checkpoints is None:
                 return
-            partitions, lowest = self.layout.partitions(), self.checkpoints.start_offsets()
+            layout = self.layout
+            partitions, lowest = layout.partitions(), self.checkpoints.start_offsets()
             positions = _positions(self.checkpoints)  # before the marks: a later commit is no backlog
-        marks = {tp: probe.upcoming_offset(*tp) for tp in partitions}
+        try:
+            counts: dict[str, int] | None = probe.partition_counts(layout.topics)
+        except KafkaException as exc:  # the lag still counts; the topology waits for the next probe
+            log.warning("topology_probe.failed", job=self.config.job, error=str(exc))
+            counts = None
+        ends = {tp: probe.upcoming_offset(*tp) for tp in partitions}
         now = time.time() * 1000
         # Nothing unprocessed (or nothing known yet): no age to read.
         behind = {tp: start for tp, start in lowest.items()
-                  if start is not None and tp in marks and start < marks[tp]}
+                  if start is not None and tp in ends and start < ends[tp]}
         stamps = probe.timestamps_at(behind)
-        ages = {tp: 0.0 for tp in marks if tp not in behind}
+        ages = {tp: 0.0 for tp in ends if tp not in behind}
         ages.update({tp: max(0.0, (now - stamp) / 1000) for tp, stamp in stamps.items()})
-        self.metrics.observe_lag(marks, ages, at=now / 1000, positions=positions)
-        self._report_topology(probe, marks, int(now))
+        marks = self._input_marks(probe, layout, counts, ends)
+        self.metrics.observe_lag(marks, ages, at=now / 1000, positions=positions,
+                                 behind=lambda tp, position: max(0, ends[tp] - position))
+        if counts is not None:
+            self._report_topology(ends, int(now), counts)
+
+    def _input_marks(self, probe: KafkaOffsets, layout: Layout, counts: dict[str, int] | None,
+                     ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Each partition's watermark as its input counts it: its end offset, plus those of the
+        new partitions an expansion not adopted yet moved its keys to (`topology.waiting_under`),
+        plus what its adopted children had when they joined (so that it never falls). Its
+        backlog stays its own: the waiting records are read after the daemon adopts them
+        (`adopt_after_s`), however many tasks read the parent."""
+        for child, (parent, end) in self._waiting.items():
+            if child in ends:  # adopted since the last probe
+                self._folded[parent] = self._folded.get(parent, 0) + end
+        waiting = ({child: parent for child, (parent, _) in self._waiting.items() if child not in ends}
+                   if counts is None else waiting_partitions(layout, counts))  # no counts: as they were
+        self._waiting = {child: (parent, probe.upcoming_offset(*child)) for child, parent in waiting.items()}
+        marks = {tp: end + self._folded.get(tp, 0) for tp, end in ends.items()}
+        for parent, end in self._waiting.values():
+            if parent in marks:
+                marks[parent] += end
+        return marks
 
     def _probe_kinesis_once(self, probe: kinesis_source.KinesisPositions) -> None:
         """Kinesis reports no high watermark, so a tail per shard counts arrivals (the input
@@ -465,14 +499,14 @@ class PipelineAgent:
         log.info("pipeline.resharded", job=self.config.job, generation=new.generation,
                  change=change.describe(), partitions=[p for _, p in new.partitions()])
 
-    def _report_topology(self, probe: KafkaOffsets, ends: dict[tuple[str, int], int], now_ms: int) -> None:
+    def _report_topology(self, ends: dict[tuple[str, int], int], now_ms: int,
+                         counts: dict[str, int]) -> None:
         """While a topic's partition count on the broker differs from the layout's, say so in
         Redis (with each partition's end offset: an expansion's barriers) for the daemon to adopt
         or refuse; the pipeline owns the broker connection, the daemon only reads Redis."""
         layout = self.layout
         if layout is None:
             return
-        counts = probe.partition_counts(layout.topics)
         self.metrics.observe_topology(counts)
         for topic, count in counts.items():
             if self._counts_since.get(topic, (None,))[0] != count:

@@ -598,3 +598,39 @@ def test_a_batch_skipped_by_a_drain_is_read_again_after_the_start(pipeline, brok
         thread.join(60)
         agent.close()
     check_exactly_once_in_key_order(read_committed(sink.path), total)
+
+
+def test_an_expansions_new_partitions_count_in_their_parents_input_until_adopted_and_not_in_its_backlog(
+        pipeline, broker):
+    """Producers move keys to a grown topic's new partitions as they refresh their metadata, up
+    to `adopt_after_s` (300 s) before the layout reads them. Those records are the topic's input:
+    counted nowhere, a 2 -> 4 expansion read at half its input the whole while. They are no
+    backlog of the parent's tasks, though: no factor reads them before the adoption. Once
+    adopted, the parent's watermark keeps what they had, so it never falls."""
+    store, agent, _ = pipeline(partitions=2, factor=1, lag_probe_seconds=0.2)
+    broker.produce("orders", [(i % 2, b"k%d" % i, b"%d" % i) for i in range(100)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: agent.metrics.partition_lag() == {("orders", 0): 0, ("orders", 1): 0}, 90,
+                   "the first records processed", errors)
+        broker.add_partitions("orders", 4)
+        broker.produce("orders", [(2 + i % 2, b"m%d" % i, b"%d" % i) for i in range(60)])
+        wait_until(lambda: agent.metrics.high_watermarks == {("orders", 0): 80, ("orders", 1): 80}, 30,
+                   "the new partitions' 30 records each in their parents' input", errors)
+        assert agent.metrics.partition_lag() == {("orders", 0): 0, ("orders", 1): 0}, "no backlog of the parents'"
+        assert store.layout().topics == {"orders": 2}
+        # what the daemon's expansion does: drain, the grown layout with its barriers, start
+        generation = store.current_generation()
+        agent.control.request("drain")
+        wait_until(lambda: agent.control.status().get("state", "").startswith("stopped@"), 60, "the drain", errors)
+        store.migrate(generation, store.layout().with_partitions({"orders": 4}, {("orders", 0): 50, ("orders", 1): 50}))
+        agent.control.request("start")
+        wait_until(lambda: set(agent.metrics.high_watermarks) == {("orders", p) for p in range(4)}, 60,
+                   "the adopted layout's probe", errors)
+        assert agent.metrics.high_watermarks[("orders", 0)] == 80, "the parent's watermark does not fall"
+        assert agent.metrics.high_watermarks[("orders", 2)] == 30
+        assert not errors
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()

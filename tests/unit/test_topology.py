@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.elasticity.topology import Topology, expansion, problems, requested
+from autosizer.elasticity.topology import Topology, expansion, problems, requested, waiting_under
 
 LAYOUT = Layout(topics={"orders": 4, "refunds": 2}, factor=4)
 ENDS = {("orders", p): 100 + p for p in range(4)} | {("refunds", p): 7 for p in range(2)}
@@ -88,3 +88,10 @@ def test_with_the_fixed_grouper_every_key_keeps_its_virtual_task_across_an_expan
                [t.name for t in layout.readers("orders", child % 4)]
     moved = Layout(topics={"orders": 4}, factor=2).with_partitions({"orders": 8}, {})
     assert [t.name for t in moved.readers("orders", 5)] == ["Partition_5-0-2", "Partition_5-1-2"]
+
+
+def test_an_adoptable_expansions_new_partitions_wait_under_their_parents_and_a_refused_ones_do_not():
+    layout = Layout(topics={"orders": 4, "clicks": 2})
+    assert waiting_under(layout, {"orders": 8, "clicks": 2}) == {("orders", p): ("orders", p - 4) for p in range(4, 8)}
+    assert waiting_under(layout, {"orders": 6, "clicks": 2}) == {}  # refused: an operator's to fix
+    assert waiting_under(layout, {"orders": 4}) == {}
