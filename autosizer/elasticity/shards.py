@@ -9,8 +9,8 @@ that Kinesis no longer lists (past the stream's retention) leaves too: there is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from autosizer.elasticity.layout import Layout
 
@@ -78,6 +78,30 @@ def waiting_under(layout: Layout, listed: Iterable[Shard]) -> dict[int, int]:
             if line is not None:
                 waiting[index] = line
     return waiting
+
+
+@dataclass
+class WaitingCounts:
+    """What each live shard's watermark counts of the children waiting under it: a child's
+    records since it came under that shard. A merge's child waits under its lower parent, then
+    under the other once the first is done: counted whole there, the other's watermark would
+    jump by every record the child took in meanwhile, a burst of input that never was."""
+
+    lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # child -> (its shard, its count then)
+
+    def under(self, waiting: Mapping[int, int], seen: Mapping[int, int]) -> dict[int, int]:
+        """Per live shard, the records its waiting children (`waiting_under`) added to its input;
+        `seen`: each child's records counted since its first."""
+        lines: dict[int, tuple[int, int]] = {}
+        added: dict[int, int] = {}
+        for child, shard in waiting.items():
+            was, base = self.lines.get(child, (shard, 0))
+            if was != shard:
+                base = seen[child]
+            lines[child] = (shard, base)
+            added[shard] = added.get(shard, 0) + seen[child] - base
+        self.lines = lines
+        return added
 
 
 def apply(layout: Layout, change: Reshard) -> Layout:

@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.elasticity.shards import Reshard, Shard, reshard, waiting_under
+from autosizer.elasticity.shards import Reshard, Shard, WaitingCounts, reshard, waiting_under
 from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
 from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreError
@@ -278,6 +278,7 @@ class PipelineAgent:
         self._folded: dict[tuple[str, int], int] = {}
         self._reshard: tuple[int, Reshard] | None = None  # found by the probe, applied by run()
         self._tails: dict[int, kinesis_source.ShardTail] = {}  # Kinesis: the probe's shard tails
+        self._waiting_counts = WaitingCounts()  # Kinesis: children not adopted yet, in their lines' input
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -442,8 +443,9 @@ class PipelineAgent:
             marks[(stream, shard)] = tails[shard].seen
             ages[(stream, shard)] = tails[shard].age(start or 0, now)
         queued: dict[tuple[str, int], int] = {}
+        for line, added in self._waiting_counts.under(waiting, {c: tails[c].seen for c in waiting}).items():
+            marks[(stream, line)] += added
         for child, line in waiting.items():
-            marks[(stream, line)] += tails[child].seen
             queued[(stream, line)] = queued.get((stream, line), 0) + tails[child].behind(0)
             ages[(stream, line)] = max(ages[(stream, line)], tails[child].age(0, now))
         self._tails = tails  # retired shards' tails dropped

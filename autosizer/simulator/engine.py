@@ -455,8 +455,10 @@ class _Model:
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion), each from the old layout's slowest position, as after a rescale: the
-        backlog carries over whole, and a shard's children wait for what their parent left
-        (the pipeline reads them only once it is done). Returns the new positions."""
+        backlog and its oldest record's age carry over whole. The new partitions read it at
+        once, where a real shard's children wait for their parent to be done (a parent with a
+        backlog and no more input has no queue here: each is a share of the topic's input).
+        Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         self._use(*base.in_layout(weights))

@@ -284,13 +284,12 @@ def _partition_loads(series: Mapping[str, Series], start: float,
     spans: dict[Any, tuple[float, float]] = {}
     if series.get("high_watermark"):
         marks = {}
-        for labels, points in _restamped(series["high_watermark"], series.get("high_watermark_time", ())):
+        restamped = _restamped(series["high_watermark"], series.get("high_watermark_time", ()))
+        for labels, points in restamped:
             p = partition_of(labels)
             rise = np.diff(_resample(points, start, np.append(seconds, seconds[-1] + 1), hold_first=True))
             marks[p] = marks.get(p, 0.0) + rise
-            times = [t for t, v in points if math.isfinite(v)]
-            if times:
-                spans[p] = (min(times[0], spans.get(p, (math.inf,))[0]), max(times[-1], spans.get(p, (0, -math.inf))[1]))
+        spans = _spans(restamped)
     if series.get(ARRIVALS):
         arrived = _arrivals(series[ARRIVALS], start, seconds.size)
         if marks is None:
@@ -333,22 +332,31 @@ def _arrivals(series: Series, start: float, size: int) -> dict[Any, np.ndarray]:
     return loads
 
 
+def _spans(series: Series, start: float = -math.inf, end: float = math.inf) -> dict[Any, tuple[float, float]]:
+    """Per partition, its series' first and last finite point in [start, end]: when the
+    pipeline began and stopped reading it."""
+    spans: dict[Any, tuple[float, float]] = {}
+    for labels, points in series:
+        times = [t for t, v in points if math.isfinite(v) and start <= t <= end]
+        if times:
+            p = partition_of(labels)
+            a, b = spans.get(p, (math.inf, -math.inf))
+            spans[p] = (min(a, times[0]), max(b, times[-1]))
+    return spans
+
+
 def _layout_changes(series: Mapping[str, Series], start: float, end: float, loads: Mapping[Any, np.ndarray],
                     partitions: Sequence[Any]) -> dict[str, Any]:
     """`JobModel.layout_changes_s` and `layout_weights` where the partitions the pipeline read
     changed during the run (a Kinesis re-shard, an adopted expansion): a partition's series
     begins or ends more than LAYOUT_SLACK_S inside the run's (edges closer than that are one
-    change, at the last of them). Each layout holds the partitions
-    whose series cover its middle, weighted by the records that arrived in them over it (a
-    parent read to its end after a split gets none, and leaves); the first is
-    `partition_weights`. None where every partition ran the whole run."""
-    spans: dict[Any, list[float]] = {}
-    for labels, points in series.get("high_watermark") or series.get("input_rate", ()):
-        times = [t for t, v in points if math.isfinite(v) and start <= t <= end]
-        p = partition_of(labels)
-        if times and p in partitions:
-            span = spans.setdefault(p, [math.inf, -math.inf])
-            span[0], span[1] = min(span[0], times[0]), max(span[1], times[-1])
+    change, at the last of them). Each layout holds the partitions whose series cover its
+    middle, weighted by what `loads` counted under each over it (the watermarks' rise, where
+    read: a child not adopted yet counts under its parent since session 58; a parent read to its
+    end after a split gets none, and leaves); the first is `partition_weights`. None where every
+    partition ran the whole run."""
+    spans = {p: span for p, span in _spans(series.get("high_watermark") or series.get("input_rate", ()),
+                                           start, end).items() if p in partitions}
     if not spans:
         return {}
     first, last = min(a for a, _ in spans.values()), max(b for _, b in spans.values())

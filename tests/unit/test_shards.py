@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autosizer.elasticity import Checkpoints, Layout
-from autosizer.elasticity.shards import Shard, apply, reshard, waiting_under
+from autosizer.elasticity.shards import Shard, WaitingCounts, apply, reshard, waiting_under
 
 STREAM = "clicks"
 
@@ -113,3 +113,14 @@ def test_a_child_not_adopted_yet_counts_under_the_live_shard_whose_line_it_conti
     later = apply(layout, reshard(layout, listed, finished=[1]))
     assert waiting_under(later, listed) == {3: 0, 4: 0, 5: 0, 6: 0, 7: 2}
     assert waiting_under(kinesis(2), [Shard(0), Shard(1), Shard(9, (8,))]) == {}
+
+
+def test_a_merge_child_that_moves_to_its_other_parent_adds_only_what_it_takes_in_from_then():
+    """A merge's child waits under its lower parent, then under the other once the first is done:
+    the other's watermark must not jump by every record the child took in meanwhile."""
+    counts = WaitingCounts()
+    assert counts.under({4: 1}, {4: 30}) == {1: 30}
+    assert counts.under({4: 1}, {4: 50}) == {1: 50}
+    assert counts.under({4: 3}, {4: 60}) == {3: 0}  # 1 is done: 4 counts under 3 from here
+    assert counts.under({4: 3}, {4: 75}) == {3: 15}
+    assert counts.under({}, {}) == {} and counts.lines == {}  # adopted: its own watermark now
