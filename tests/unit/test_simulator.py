@@ -1104,7 +1104,7 @@ def test_after_a_change_the_daemon_sees_the_new_layouts_partitions_each_from_the
     assert run.lag_seconds[99] == pytest.approx(50, abs=1) and run.lag_seconds[-1] == pytest.approx(50, abs=1)
 
 
-def test_a_trace_with_layout_changes_loads_them(tmp_path):
+def test_a_trace_with_layout_changes_loads_them_and_the_simulate_command_names_them(tmp_path, capsys):
     trace = tmp_path / "resharded.toml"
     trace.write_text('[workload]\nkind = "constant"\nrate = 100\nseconds = 600\n[job]\npartitions = 3\n'
                      'partition_weights = [0.5, 0.5, 0]\nlayout_changes_s = [60.0]\nlayout_weights = [[0, 0.5, 0.5]]\n')
@@ -1112,6 +1112,8 @@ def test_a_trace_with_layout_changes_loads_them(tmp_path):
     assert job.layouts() == [(0.0, (0.5, 0.5, 0)), (60.0, (0, 0.5, 0.5))]
     assert job.partition_counts(100)[[0, 59, 60, 99]].tolist() == [2, 2, 2, 2]
     assert job.in_layout((0, 0.5, 0.5))[0].partitions == 2
+    assert main(["simulate", "--trace", str(trace), "--policy", "utilization"]) == 0
+    assert "3 partitions, read 2, then 2 from 60 s" in capsys.readouterr().out
 
 
 def test_a_scale_up_after_a_merge_halved_the_capacity_is_counted_from_the_merge():
