@@ -54,8 +54,9 @@ class Evaluator:
                 missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
                 young = [tp for tp in missing if name == "input_rate" and tp in read]
                 if young:  # one reading so far: a rate needs two (run u1's merge child, a tick after it joined)
-                    problems.append(f"no input_rate for {_names(young)} yet: its watermark was read once so far "
-                                    "(it joined the layout: a re-shard or an expansion); the next tick reads it")
+                    whose = "its watermark was" if len(young) == 1 else "their watermarks were"
+                    problems.append(f"no input_rate for {_names(young)} yet: {whose} read once so far "
+                                    "(joined the layout: a re-shard or an expansion); the next tick reads it")
                 if set(missing) - set(young):
                     problems.append(f"no {name} for {_names([tp for tp in missing if tp not in young])}: "
                                     "is Prometheus scraping the pipeline's /metrics?")

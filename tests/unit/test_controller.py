@@ -262,5 +262,8 @@ def test_a_partition_read_once_so_far_holds_for_its_input_rate_and_says_it_joine
                      high_watermark_time=[({"topic": "orders", "partition": str(p)}, 99.0) for p in (0, 1)])
     evaluation = Evaluator().evaluate(joined, LAYOUT)
     assert not evaluation.observation.complete
-    assert evaluation.problems == ["no input_rate for orders[1] yet: its watermark was read once so far (it joined "
+    assert evaluation.problems == ["no input_rate for orders[1] yet: its watermark was read once so far (joined "
                                    "the layout: a re-shard or an expansion); the next tick reads it"]
+    both = Evaluator().evaluate(samples(input_rate=[], high_watermark=joined.series["high_watermark"],
+                                        high_watermark_time=joined.series["high_watermark_time"]), LAYOUT)
+    assert both.problems[0].startswith("no input_rate for orders[0], orders[1] yet: their watermarks were read once")
