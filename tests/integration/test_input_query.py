@@ -99,3 +99,39 @@ def test_a_partition_younger_than_the_window_reads_its_growth_since_its_first_re
             time.sleep(0.5)
     assert all(r is not None and abs(r / RATE - 1) < 0.01 for r in exact), exact
     assert all(r is None or r / RATE < 0.8 for r in rated), f"rate() over a window the series did not fill: {rated}"
+
+
+class LeavingProbe(JitteredProbe):
+    """Partitions 0 and 1, then 0 leaves the layout (a retired shard): the probe reads 1 alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = False
+
+    def _feed(self) -> None:
+        rng, began = np.random.default_rng(5), time.time()
+        while not self.stop.wait(rng.uniform(0.3, 1.0)):
+            at = time.time()
+            marks = {("orders", p): int(RATE * (at - began)) for p in ((1,) if self.left else (0, 1))}
+            self.metrics.observe_lag(marks, dict.fromkeys(marks, 0.0), at=at)
+
+
+def test_a_partition_that_left_the_layout_is_no_input_however_recent_its_readings():
+    """A retired shard's series stops; `rate()` over a range still reads it a window long (run
+    r3's terminal: 205-223/s of a 150/s input for 2 s after each re-shard)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, LeavingProbe() as probe, \
+            EmbeddedPrometheus([f"127.0.0.1:{probe.port}"], tmp) as prometheus:
+        shipped = PrometheusCollector(prometheus.url, {"input_rate": DEFAULT_QUERIES["input_rate"]}, window="10s")
+        ranged = DEFAULT_QUERIES["input_rate"].replace(" and autosizer_pipeline_high_watermark{$selector})", ")")
+        assert ranged != DEFAULT_QUERIES["input_rate"]
+        before = PrometheusCollector(prometheus.url, {"input_rate": ranged}, window="10s")
+        wait_until(lambda: len(readings(shipped)) == 2, 60, "the first scrapes")
+        time.sleep(3)
+        probe.left = True
+        time.sleep(3)  # two scrapes without partition 0
+        left = [sorted(labels["partition"] for labels, _ in c.collect().series.get("input_rate", ()))
+                for c in (shipped, before)]
+    assert left[0] == ["1"], left
+    assert left[1] == ["0", "1"], f"the range read the retired partition: {left}"
