@@ -220,12 +220,18 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
                  f"done by {r['at'] + r['tick_ms'] / 1000:.1f} s (its first commit{_checked(r['new'] < r['old'])})")
         print(f"real rescale {r['old']} -> {r['new']}: decided {r['at']:.1f} s{acted}, {ended}"
               + (f"\n  {r['reason']}" if r.get("reason") else ""))
-    for i, r in enumerate(run.rescales):
+    for d in decisions or ():  # an adopted expansion: an actuation, not a rescale
+        if d["outcome"] == "expand":
+            print(f"real expansion adopted at {d['time'] - start:.1f} s, done by "
+                  f"{d['time'] - start + d['tick_ms'] / 1000:.1f} s\n  {d['reason']}")
+    adoptions = {id(a) for a in run.adoptions}
+    for i, r in enumerate(sorted([*run.rescales, *run.adoptions], key=lambda r: r.time)):
         restart = job.restart_s(i)  # the run's own restarts, in order
-        done = r.done
-        print(f"simulated rescale {r.old} -> {r.new}: decided {r.time} s, first commit in second "
+        what = "expansion adopted:" if id(r) in adoptions else f"rescale {r.old} -> {r.new}:"
+        print(f"simulated {what} decided {r.time} s, first commit in second "
               f"{_first_commit(run.lag_records, r.time)} (restart {restart:.2f} s), done by "
-              f"{done:.1f} s (its first commit{_checked(r.new < r.old)})\n  {r.reason}")
+              f"{r.done:.1f} s (its first commit{_checked(r.new < r.old)})"
+              + ("" if id(r) in adoptions else f"\n  {r.reason}"))
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), probed)) if r)
     same = real_path == sim_path
     print(f"goal (both ratios within 20%, the same factor path): "
@@ -439,6 +445,9 @@ def main() -> None:
                              "150 orders/s from 20 s for 90 s, 40 ms a lookup, the demo's clocks), without its split and "
                              "merge; the load from the records' arrival times on the stream (takes --policy, "
                              "--duration and --save)")
+    parser.add_argument("--expand-at", type=float,
+                        help="grow the Kafka demo's topic 4 -> 8 partitions this many seconds into the run, the "
+                             "producer moving half the keys at once; the daemon adopts it 20 s later")
     parser.add_argument("--reshard", action="store_true",
                         help="with --source kinesis: keep the demo's split (45 s) and merge (75 s), as it ships")
     args = parser.parse_args()
@@ -460,7 +469,8 @@ def main() -> None:
     if args.reshard and args.source != "kinesis":
         parser.error("--reshard splits and merges the Kinesis demo's shards: add --source kinesis")
     if args.source == "kinesis":
-        given = [f"--{name}" for name in ("png", "high", "memory", "cold", "trace", "history", "apart")
+        given = [f"--{name.replace('_', '-')}" for name in ("png", "high", "memory", "cold", "trace", "history",
+                                                             "apart", "expand_at")
                  if getattr(args, name) not in (None, False, 0)]
         given += [f"--{name}" for name in ("keys", "clocks", "shape", "timezone")
                   if getattr(args, name) != parser.get_default(name)]
@@ -477,6 +487,9 @@ def main() -> None:
         parser.error(f"--memory must be seconds > 0, not {args.memory}")
     if args.memory is not None and args.policy != "autosizer":
         parser.error(f"--memory sets the autosizer policy's lull_memory_s; {args.policy} has none: drop it")
+    if args.expand_at is not None and not 0 <= args.expand_at < args.duration:
+        parser.error(f"--expand-at must be seconds from 0 to the run's --duration {args.duration:g}, "
+                     f"not {args.expand_at:g}")
     profile, phase = None, None
     if args.trace:
         if args.shape != "step":
@@ -489,7 +502,7 @@ def main() -> None:
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
              cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history,
-             timezone=args.timezone, apart=args.apart)
+             timezone=args.timezone, apart=args.apart, expand_at=args.expand_at)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ interval_s = 5
 lease_ttl_s = 15
 listen = "127.0.0.1:{listen}"
 log_level = "warning"
+adopt_after_s = 20
 
 [prometheus]
 url = "{prometheus}"
@@ -76,8 +77,8 @@ name = "restart-in-driver"
 # in minutes; the policy and the actuator run on their shipped defaults, as a deployed job would.
 # `clocks="shipped"` keeps the shipped clocks too (a 15 s tick over a 30 s window, a 300 s
 # cooldown): the loop at the settings a user runs.
-SHORTENED = ("interval_s", "lease_ttl_s", "window", "max_factor", "cooldown_s", "scale_down_delay_s",
-             "max_age_s")
+SHORTENED = ("interval_s", "lease_ttl_s", "adopt_after_s", "window", "max_factor", "cooldown_s",
+             "scale_down_delay_s", "max_age_s")
 CLOCKS = {"demo": CONFIG,
           "shipped": "\n".join(line for line in CONFIG.splitlines() if not line.startswith(SHORTENED))}
 STEP_AT, STEP_S = 30.0, 120.0  # the load is HIGH from STEP_AT for STEP_S seconds
@@ -105,10 +106,18 @@ def main() -> None:
                              "hour, which today did not, so the daemon does not believe them and reacts; "
                              "`one` wrote one such day only: too few to plan from, the daemon reacts and "
                              "sizes its scale-up for what that day reached")
+    parser.add_argument("--expand-at", type=float,
+                        help=f"grow the topic {PARTITIONS} -> {2 * PARTITIONS} partitions this many seconds into "
+                             "the watched run, the producer moving half the keys at once; the daemon adopts "
+                             "the new count 20 s later (the demo's `adopt_after_s`)")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
-    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape, history=args.history)
+    if args.expand_at is not None and not 0 <= args.expand_at < args.duration:
+        parser.error(f"--expand-at must be seconds from 0 to the run's --duration {args.duration:g}, "
+                     f"not {args.expand_at:g}")
+    run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape, history=args.history,
+        expand_at=args.expand_at)
 
 
 def load_at(elapsed: float, high: float, shape: str = "step") -> float:
@@ -164,7 +173,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
         cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
-        history: str | None = None, timezone: str = "UTC", apart: int = 0) -> bool:
+        history: str | None = None, timezone: str = "UTC", apart: int = 0,
+        expand_at: float | None = None) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -178,7 +188,9 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     broke; kept in the daemon's `[job] timezone`, `timezone`. `apart` starts the job on a topic
     that has run a while: partitions 0 and 1 hold that many records already read (a job before
     it left them there, `Checkpoints.from_partition_offsets`, as `autosizer init --offset` adopts
-    them), so their offsets sit that far past 2 and 3.
+    them), so their offsets sit that far past 2 and 3. `expand_at` grows the topic to twice its
+    partitions that many seconds into the watched run, the producer moving half the keys at once
+    (`grow`); the daemon adopts the count after `adopt_after_s`.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -242,7 +254,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
                                       holiday=history == "holiday", zone=timezone)
             runner.start()
             began = time.time()
-            watch(store, load, probe, duration, timeline, load_of)
+            events = {} if expand_at is None else {expand_at: lambda: grow(broker, load, 2 * PARTITIONS)}
+            watch(store, load, probe, duration, timeline, load_of, events)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping")
         finally:
@@ -373,13 +386,25 @@ def last_decision(journal: DecisionJournal) -> str:
     return reason if reason.startswith(outcome) else f"{outcome}: {reason}"
 
 
+def grow(broker: EmbeddedBroker, load: StepLoad, partitions: int) -> str:
+    """Grow the topic and move the producer's keys to the new count at once, as producers that
+    refreshed their metadata do (the daemon waits `adopt_after_s` for the slow ones)."""
+    before = load.partitions
+    broker.add_partitions(load.topic, partitions)
+    load.move_keys(partitions)
+    return f"topic {load.topic} grown {before} -> {partitions} partitions; the producer moved its keys"
+
+
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
-          timeline: list[dict], profile: Callable[[float], float]) -> None:
-    """Set the load to `profile`'s rate each second; read the job from Prometheus and show it
-    with the last decision."""
-    journal, began = DecisionJournal(store), time.monotonic()
+          timeline: list[dict], profile: Callable[[float], float],
+          events: dict[float, Callable[[], str]] | None = None) -> None:
+    """Set the load to `profile`'s rate each second, run each of `events` once its second comes;
+    read the job from Prometheus and show it with the last decision."""
+    journal, began, events = DecisionJournal(store), time.monotonic(), dict(events or {})
     while (elapsed := time.monotonic() - began) < duration:
         load.set_rate(profile(elapsed))
+        for at in [t for t in events if elapsed >= t]:
+            print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,

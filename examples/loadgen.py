@@ -24,9 +24,20 @@ class StepLoad(threading.Thread):
         self.rate = rate
         self.sent = 0
         self.stop = threading.Event()
+        self._move_to: int | None = None
+        self._moved = threading.Event()
 
     def set_rate(self, rate: float) -> None:
         self.rate = rate
+
+    def move_keys(self, partitions: int, timeout_s: float = 30) -> None:
+        """Spread the keys over `partitions` from the next record on, through a fresh producer (one
+        that knew the old count could not send to a partition it has not seen): a grown topic's
+        producers after their metadata refresh."""
+        self._moved.clear()
+        self._move_to = partitions
+        if not self._moved.wait(timeout_s):
+            raise TimeoutError(f"the load did not move its keys to {partitions} partitions in {timeout_s:g} s")
 
     def run(self) -> None:
         producer = self.broker.producer()
@@ -34,6 +45,10 @@ class StepLoad(threading.Thread):
         rate, began, count = None, 0.0, 0
         try:
             while not self.stop.is_set():
+                if self._move_to is not None:
+                    producer.flush(30)
+                    producer, self.partitions, self._move_to = self.broker.producer(), self._move_to, None
+                    self._moved.set()
                 if self.rate != rate:  # a step: pace from here
                     rate, began, count = self.rate, time.monotonic(), 0
                 ahead = count / rate - (time.monotonic() - began) if rate > 0 else 0.05

@@ -71,6 +71,9 @@ class Run:
     # per second: at its end, the last committed batch's duration, trigger to commit (NaN before
     # a block's first commit, and for a continuous job), as the pipeline's gauge shows it
     batch_duration: np.ndarray | None = None
+    # the layout changes that restarted the query (an adopted Kafka expansion): old and new are
+    # the factor it ran at; not rescales (the daemon journals them as `expand`)
+    adoptions: list[Rescale] = field(default_factory=list)
 
     def probe_readings(self, phases: np.ndarray) -> np.ndarray:
         """The age of the oldest unprocessed record a lag probe reads at `phases` (in [0, 1),
@@ -438,7 +441,9 @@ class _Model:
         """Read the layout `job` describes (`members`: its partitions' indexes in the run's job):
         everything here that has one entry a partition."""
         self.job, self.members = job, members
-        self.weights = job.weights
+        # each queue's share of the topic's input, and what the daemon reads as each partition's
+        # input: the same but while a growth's new partitions wait (`hold`)
+        self.weights = self.input_weights = job.weights
         self.hot = job.hot_shares
         # a partition's hot shares as the pipeline exports them: unknown (even) until its batches
         # read MIN_SHARE_READ records between them; known from the start where a fitted run says
@@ -452,17 +457,31 @@ class _Model:
         self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
         self.names = tuple(("topic", int(p)) for p in members)
 
-    def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray) -> np.ndarray:
+    def hold(self, weights: tuple[float, ...]) -> None:
+        """A growth's new partitions take their shares of the input from here (`weights`, the
+        layout to come) and nobody reads them until it is adopted (`relayout`): the layout's
+        queues take what is left, and the daemon reads each new partition's input under its
+        parent, as the pipeline counts it (`topology.waiting_under`). A queue keeps its position:
+        its backlog shrinks with its share, its oldest record's age stays (a job that keeps up
+        has little to lose)."""
+        shares = np.asarray(weights, dtype=np.float64)
+        self.weights = (shares / shares.sum())[self.members]
+
+    def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray,
+                 held_from: int | None = None) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
-        expansion), each from the old layout's slowest position, as after a rescale: the
-        backlog and its oldest record's age carry over whole. The new partitions read it at
-        once, where a real shard's children wait for their parent to be done (a parent with a
-        backlog and no more input has no queue here: each is a share of the topic's input).
-        Returns the new positions."""
+        expansion). A partition read before keeps its position; a new one starts from the
+        input at `held_from` where it waited since then (`hold`), else from the old layout's
+        slowest position, as after a rescale: the backlog and its oldest record's age carry over
+        whole. A re-shard's children are read at once, where a real shard's wait for their parent
+        to be done (a parent with a backlog and no more input has no queue here: each is a share
+        of the topic's input). Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
+        kept = dict(zip(self.members.tolist(), x, strict=True))
+        start = slowest if held_from is None else float(self.cum[held_from])
         self._use(*base.in_layout(weights))
-        return np.full((self.job.partitions, 2), slowest)
+        return np.array([kept.get(p, (start, start)) for p in self.members.tolist()], dtype=np.float64)
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -515,7 +534,7 @@ class _Model:
             lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                               (x_end, x_drained), ages, processed / tick, task_cap,
-                              (self.cum[seen][:, None] * self.weights, now - seen))
+                              (self.cum[seen][:, None] * self.input_weights, now - seen))
         if sawtooth is None:  # a continuous job's age has no teeth: each second ends at its highest
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
@@ -550,7 +569,7 @@ class _Model:
         window less a scrape interval (fewer at the start). A tick's own mean would show a step a
         window early and at full height."""
         since = np.maximum(0, now - self.span)
-        return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.weights
+        return ((self.cum[now] - self.cum[since]) / np.maximum(1, now - since))[:, None] * self.input_weights
 
     def _columns(self, factor, input_rate, lag_records, lag_seconds, lag_end, positions, ages, processed,
                  task_cap, marks) -> _Block:
@@ -682,6 +701,32 @@ class _Check:
                              self.input_rate, self.processed_rate)
 
 
+@dataclass(frozen=True)
+class _LayoutEvent:
+    """A layout change as the engine applies it: at `at` (a tick boundary, lead-in counted), to
+    `weights`; `hold`: its new partitions begin to wait there (`_Model.hold`), else it is
+    adopted, its new partitions from the input at `held_from` where they waited, and `restarts`
+    where the adoption restarts the query in the tick at `at`."""
+
+    at: int
+    weights: tuple[float, ...]
+    hold: bool = False
+    held_from: int | None = None
+    restarts: bool = False
+
+
+def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
+    """The run's layout changes in time order, a waiting growth as its hold and its adoption."""
+    events = []
+    for at, weights, wait, restarts in job.layout_adoptions():
+        adopt = lead + math.floor(at / tick) * tick
+        held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
+        if held < adopt:
+            events.append(_LayoutEvent(held, weights, hold=True))
+        events.append(_LayoutEvent(adopt, weights, held_from=held if held < adopt else None, restarts=restarts))
+    return events
+
+
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
              progress: Callable[[int], Any] | None = None, window_s: int | None = None,
@@ -726,9 +771,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     # the run's layout changes, each from the tick before it (a block is whole ticks): the tick
     # after a change reads the new layout, as the real daemon's does (run u1's 55 s tick read the
     # 3 shards adopted at 53 s; replayed from the tick after, it read 2 and scaled 4 -> 8)
-    relayouts = [(lead + math.floor(at / tick) * tick, weights)
-                 for at, weights in zip(job.layout_changes_s, job.layout_weights, strict=True)]
-    last_rescale, down_s = -math.inf, 0.0
+    relayouts = _layout_events(job, lead, tick)
+    actuations = 0  # rescales and restarting adoptions: the run measured each one's restart
+    last_rescale, down_s, adopted = -math.inf, 0.0, False
     policy_state: Any = None
     guard_state = None
     checking: _Check | None = None  # a scale-down under the actuator's lag check
@@ -738,9 +783,13 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     t, block_ticks, total = 0, BLOCK_TICKS, lead + total
     # The lead-in is its own block, one tick long, in which the job keeps up.
     while t < total:
-        while relayouts and relayouts[0][0] <= t:
-            x = model.relayout(job, relayouts.pop(0)[1], x)
-        end = lead if t < lead else min(total, t + block_ticks * tick, *(at for at, _ in relayouts[:1]))
+        while relayouts and relayouts[0].at <= t:
+            event = relayouts.pop(0)
+            if event.hold:
+                model.hold(event.weights)
+            else:
+                x = model.relayout(job, event.weights, x, event.held_from)
+        end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))
         committed = _first_commit(block.sawtooth) if restarted else None
@@ -749,7 +798,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             # deadline when the first batch has less to read (runs 123, 126, 128 and 130: the real
             # ramps' 1 -> 2 ended 2.4-3.2 s after the tick, the deadline's estimate 3.9-4.3 s).
             last_rescale = t + committed - lead + checked
-            run.rescales[-1] = dataclasses.replace(run.rescales[-1], done=last_rescale)
+            actuated = run.adoptions if adopted else run.rescales
+            actuated[-1] = dataclasses.replace(actuated[-1], done=last_rescale)
             if checking is not None:
                 checking = dataclasses.replace(checking, first=t + committed, last=t + committed + checked)
         restarted = False
@@ -759,7 +809,12 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             if now < last_rescale:
                 continue  # the daemon is still in its last actuation: no tick (APScheduler skips it)
             target, reason = factor, ""
-            if checking is not None:  # its window ended by this tick (the rollback starts here)
+            # an adopted expansion restarts the query in its tick, before the policy (the real
+            # daemon's tick runs it first; run e1's cooldown counted from its end)
+            adopted = bool(relayouts) and relayouts[0].restarts and relayouts[0].at == t + (k + 1) * tick
+            if adopted:
+                run.adoptions.append(Rescale(now, factor, factor, "partition expansion adopted"))
+            elif checking is not None:  # its window ended by this tick (the rollback starts here)
                 worse = checking.verdict(run.lag_records[:t], block.lag_records, t)
                 back, decided, checking = checking.back, checking.decided, None
                 if worse is not None:
@@ -769,7 +824,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                     backoff = backoff.after_failure(decided, worse, BACKOFF_S, BACKOFF_MAX_S)
                 else:
                     backoff = Backoff()  # a completed rescale clears it
-            if target == factor:
+            if target == factor and not adopted:
                 observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
                 model.history.record(observation.time, observation.input_rate)
                 wish, policy_state = policy.decide(observation, policy_state)
@@ -778,13 +833,14 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                     continue
                 target, reason = decision.factor, decision.reason
                 if target < factor and job.verify_window_s > 0:
-                    first = lead + now + model.job.actuation_s(target, job.restart_s(len(run.rescales)))
+                    first = lead + now + model.job.actuation_s(target, job.restart_s(actuations))
                     checking = _Check(now, factor, first, first + job.verify_window_s,
                                       observation.input_rate, observation.processed_rate)
                 elif target > factor:
                     backoff = Backoff()
-            run.rescales.append(Rescale(now, factor, target, reason))
-            model.rescales = len(run.rescales)
+            if not adopted:
+                run.rescales.append(Rescale(now, factor, target, reason))
+                model.rescales = len(run.rescales)
             # a drained batch that left records after a saturated one shows the pipeline its fixed
             # cost (runs 88, 89 and 91 first exported it a second after their first rescale, before
             # session 49 counted only such batches; run 87 never did)
@@ -802,10 +858,12 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             restarted = True
             # each restart as the run measured it (not rounded: 0.96 s is not 0), which the daemon
             # reads from then on
-            factor, down_s = target, job.restart_s(len(run.rescales) - 1)
+            factor, down_s = target, job.restart_s(actuations)
+            actuations += 1
             model.downtime_seen = down_s
             last_rescale = now + model.job.actuation_s(factor, down_s) + checked  # until the next block shows it
-            run.rescales[-1] = dataclasses.replace(run.rescales[-1], done=last_rescale)
+            actuated = run.adoptions if adopted else run.rescales
+            actuated[-1] = dataclasses.replace(actuated[-1], done=last_rescale)
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:

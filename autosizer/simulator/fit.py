@@ -11,6 +11,7 @@ queries (`arrivals.read_arrivals` counts the records' own times, where the topic
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -383,8 +384,45 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
             layouts.append((a - start, weights))
     if len(layouts) < 2:
         return {}
-    return {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
-            "layout_weights": tuple(w for _, w in layouts[1:])}
+    changes = {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
+               "layout_weights": tuple(w for _, w in layouts[1:])}
+    growths = _growths(series, start, layouts, partitions, loads)
+    if any(wait or restarts for wait, restarts in growths):
+        changes["layout_waits_s"] = tuple(wait for wait, _ in growths)
+        changes["layout_restarts"] = tuple(restarts for _, restarts in growths)
+    return changes
+
+
+def _growths(series: Mapping[str, Series], start: float, layouts: Sequence[tuple[float, tuple[float, ...]]],
+             partitions: Sequence[Any], loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool]]:
+    """Per layout change after the first, (wait, restarts) where it is a growth (every partition
+    keeps a share: a Kafka expansion): how long its new partitions took records before the
+    pipeline read them, from their first record's own time (else from what each held at its
+    first reading, `loads`' shares walked back from the change), and whether the pipeline
+    restarted within LAYOUT_SLACK_S of it (the actuator's migration: run e1's restart gauge was
+    set 2 s after its children's first reading). (0, False) for any other change."""
+    arrived = _arrivals(series[ARRIVALS], start, next(iter(loads.values())).size) if series.get(ARRIVALS) else {}
+    levels = {partition_of(labels): next((v for _, v in _points([(labels, points)])), 0.0)
+              for labels, points in _restamped(series.get("high_watermark", ()),
+                                               series.get("high_watermark_time", ()))}
+    restarts = [t - start for t, _ in _set_times(series.get("restart", ()))]
+    total = sum(loads.values()) if loads else np.zeros(0)
+    found = []
+    for (_, before), (at, after) in itertools.pairwise(layouts):
+        new = [p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0]
+        if not new or any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):
+            found.append((0.0, False))
+            continue
+        firsts = [int(np.flatnonzero(arrived[p])[0]) for p in new if p in arrived and arrived[p].any()]
+        if firsts:
+            wait = max(0.0, at - min(firsts))
+        else:  # walk back from the change until the new partitions' shares add up to what they held
+            share = sum(after[partitions.index(p)] for p in new) / sum(after)
+            held = sum(levels.get(p, 0.0) for p in new)
+            taken = np.cumsum(share * total[:max(0, math.ceil(at))][::-1])
+            wait = float(np.searchsorted(taken, held)) if held > 0 and taken.size else 0.0
+        found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts)))
+    return found
 
 
 def _restamped(series: Series, stamps: Series) -> Series:
@@ -463,11 +501,16 @@ def _changes(series: Series | Sequence[Any]) -> list[float]:
     """A gauge's values, each once when it was set (a positive value that differs from the one
     before): the restart gauge holds its last value until the next rescale, so a median over
     samples would weigh each restart by how long the run went on after it."""
-    values: list[float] = []
-    for _, v in _points(series):
-        if v > 0 and (not values or v != values[-1]):
-            values.append(v)
-    return values
+    return [v for _, v in _set_times(series)]
+
+
+def _set_times(series: Series | Sequence[Any]) -> list[tuple[float, float]]:
+    """(first seen, value) each time a gauge was set to a new positive value."""
+    found: list[tuple[float, float]] = []
+    for t, v in _points(series):
+        if v > 0 and (not found or v != found[-1][1]):
+            found.append((t, v))
+    return found
 
 
 def _median(series: Series | Sequence[Any]) -> float | None:

@@ -135,6 +135,16 @@ class JobModel:
     # partitions where 2 or 3 were read, twice the capacity at factor 1 (`autosizer fit`).
     layout_changes_s: tuple[float, ...] = ()
     layout_weights: tuple[tuple[float, ...], ...] = ()
+    # Per change (empty: 0 and false for each): how long before it the change's new partitions
+    # took input that nobody read, and whether adopting it restarted the query. A Kafka
+    # expansion is both: producers move keys to the new partitions at once, the daemon adopts
+    # them `adopt_after_s` later through its actuator (drain, migrate, restart), and the records
+    # they took meanwhile wait whole (the demo's run e1: 25 s of half the input, lag peak 28 s; a
+    # replay that read them at once peaked at 10 s). The wait's input counts under each new
+    # partition's parent, as the pipeline counts it; only a growth (every partition before keeps a
+    # share) can wait. A Kinesis re-shard is neither: its children are read in the running query.
+    layout_waits_s: tuple[float, ...] = ()
+    layout_restarts: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -236,10 +246,32 @@ class JobModel:
                     or not sum(row) > 0:
                 raise ValueError(f"job setting layout_weights needs rows of {self.partitions} finite shares >= 0 "
                                  f"with a positive sum (0: not in the layout then), not {row!r}")
+        waits, restarts = self.layout_waits_s, self.layout_restarts
+        if waits and (len(waits) != len(times) or not all(is_real(w) and math.isfinite(w) and w >= 0 for w in waits)):
+            raise ValueError(f"job setting layout_waits_s needs one finite wait >= 0 in seconds per layout change "
+                             f"({len(times)}), not {waits!r}")
+        if restarts and (len(restarts) != len(times) or not all(isinstance(r, bool) for r in restarts)):
+            raise ValueError(f"job setting layout_restarts needs one boolean (true or false) per layout change "
+                             f"({len(times)}), not {restarts!r}")
+        before = (0.0, self.partition_weights)
+        for at, weights, wait in zip(times, rows, waits or [0.0] * len(times), strict=True):
+            if wait and at - wait < before[0]:
+                raise ValueError(f"job setting layout_waits_s: the change at {at:g} s cannot wait {wait:g} s, from "
+                                 f"before the layout it follows (from {before[0]:g} s)")
+            if wait and any(w > 0 and not n > 0 for w, n in zip(before[1], weights, strict=True)):
+                raise ValueError(f"job setting layout_waits_s: the change at {at:g} s takes partitions away, and "
+                                 f"only a growth (every partition keeps a share) can wait: set its wait to 0")
+            before = (at, weights)
 
     def layouts(self) -> list[tuple[float, tuple[float, ...]]]:
         """(from second, each partition's share) for every layout of the run, the first from 0."""
         return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
+
+    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool]]:
+        """Each layout change as (second, shares, wait before it, restarts)."""
+        count = len(self.layout_changes_s)
+        return list(zip(self.layout_changes_s, self.layout_weights, self.layout_waits_s or (0.0,) * count,
+                        self.layout_restarts or (False,) * count, strict=True))
 
     def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
         """This job on the partitions `weights` gives a share to, and their indexes here: what
@@ -253,7 +285,7 @@ class JobModel:
         return replace(self, partitions=len(members), partition_weights=pick(weights),
                        hot_share_table_measured=pick(self.hot_share_table_measured),
                        hot_shares_known_at_start=pick(self.hot_shares_known_at_start),
-                       layout_changes_s=(), layout_weights=()), members
+                       layout_changes_s=(), layout_weights=(), layout_waits_s=(), layout_restarts=()), members
 
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout

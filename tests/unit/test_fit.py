@@ -389,3 +389,52 @@ def test_a_layouts_shares_hold_the_records_that_waited_under_a_partition():
     fitted = fitted_run(resharded_series(children_read_at=50.0, counted_under_parent=True), START, START + 90)
     assert fitted.job.layout_changes_s[0] == pytest.approx(50.0)
     assert fitted.job.partition_weights[:2] == pytest.approx((0.5, 0.5), abs=0.01)  # 4,980 and 5,000 records
+
+
+def expanded_series(arrivals: bool = True) -> dict:
+    """60 s of a Kafka job: partitions 0 and 1 at 100 records/s; at 20 s producers move half the
+    keys to 2 and 3 (children of 0 and 1, 50/s each), which the daemon adopts at 40 s, the query
+    restarting (its gauge set at 42 s). Until then the pipeline counts each child's end offset
+    in its parent's watermark (`topology.waiting_under`), and after it keeps what they had then."""
+    series = run_series()
+    series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
+    series["restart"] = [({}, [(START + t, 1.2) for t in range(10, 42)] + [(START + t, 2.0) for t in range(42, 61)])]
+    for p in range(4):
+        label = {"topic": "orders", "partition": str(p)}
+        child = p >= 2
+        times = range(40 if child else 0, 61)
+
+        def own(t: float, child: bool = child) -> float:
+            return 50.0 * max(0, t - 20) if child else 100.0 * min(t, 20) + 50.0 * max(0, t - 20)
+
+        def mark(t: float, p: int = p) -> float:
+            return own(t) if p >= 2 else own(t) + 50.0 * max(0, min(t, 40) - 20)  # its child's, folded at 40 s
+
+        series["high_watermark"].append((label, [(START + t, mark(t)) for t in times]))
+        series["input_rate"].append((label, [(START + t, 50.0 if t >= 20 else 100.0 * (not child)) for t in times]))
+        if arrivals:
+            series[ARRIVALS].append((label, [(START + s, 50.0 if s >= 20 else 100.0 * (not child)) for s in range(60)]))
+    if not arrivals:
+        del series[ARRIVALS]
+    return series
+
+
+@pytest.mark.parametrize("arrivals", [True, False])
+def test_an_expansion_is_fitted_as_a_growth_whose_new_partitions_waited_and_restarted_the_query(arrivals):
+    """Run e1 (the Kafka demo grown 4 -> 8 at 60 s, adopted at 85 s): replayed with the children
+    read from their adoption and no restart, its lag peaked at 10 s where the job's reached 28 s,
+    and its scale-down came 25 s before the real one (the daemon's cooldown counts from the
+    expansion). The wait comes from the children's first records, or without their times from
+    what they held at their first reading, walked back along their share of the input."""
+    job = fitted_run(expanded_series(arrivals), START, START + 60).job
+    assert job.layout_changes_s == pytest.approx((40.0,))
+    assert job.layout_weights[0] == pytest.approx((0.25, 0.25, 0.25, 0.25))
+    assert job.partition_weights[:2] == pytest.approx((0.5, 0.5)) and job.partition_weights[2:] == (0.0, 0.0)
+    assert job.layout_waits_s == pytest.approx((20.0,), abs=1) and job.layout_restarts == (True,)
+
+
+def test_a_reshard_neither_waits_nor_restarts_and_a_fitted_expansion_writes_a_trace_that_keeps_both(tmp_path):
+    assert fitted_run(resharded_series(), START, START + 90).job.layout_waits_s == ()
+    fitted = fitted_run(expanded_series(), START, START + 60)
+    trace = load_trace(str(write_trace(fitted, tmp_path / "expanded.toml")))
+    assert trace.job == fitted.job and trace.job.layout_restarts == (True,)

@@ -368,6 +368,17 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
      r"job setting layout_weights needs rows of 2 finite shares >= 0 .*, not \(0.5,\)"),
     ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[0, 0]]",
      "job setting layout_weights needs rows of 2 finite shares >= 0 with a positive sum"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
+     "layout_waits_s = [5.0, 1.0]", r"job setting layout_waits_s needs one finite wait >= 0 in seconds per layout "
+     r"change \(1\), not \(5.0, 1.0\)"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
+     "layout_waits_s = [-5.0]", "job setting layout_waits_s needs one finite wait >= 0"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
+     "layout_waits_s = [40.0]", "the change at 30 s cannot wait 40 s, from before the layout it follows"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[0, 1]]\n"
+     "layout_waits_s = [5.0]", "the change at 30 s takes partitions away, and only a growth .* can wait: set its wait to 0"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
+     "layout_restarts = [1]", r"job setting layout_restarts needs one boolean \(true or false\) per layout change"),
 ])
 def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
     """A text or fractional number was a comparison error or a TypeError from deep in the run;
@@ -1114,6 +1125,65 @@ def test_a_trace_with_layout_changes_loads_them_and_the_simulate_command_names_t
     assert job.in_layout((0, 0.5, 0.5))[0].partitions == 2
     assert main(["simulate", "--trace", str(trace), "--policy", "utilization"]) == 0
     assert "3 partitions, read 2, then 2 from 60 s" in capsys.readouterr().out
+
+
+class Seen(Fixed):
+    """`Fixed`, keeping every tick's observation by its time."""
+
+    def __init__(self, factor: int):
+        super().__init__(factor)
+        self.seen: dict[float, object] = {}
+
+    def decide(self, observation, state=None):
+        self.seen[observation.time] = observation
+        return super().decide(observation, state)
+
+
+def _grown(wait: float, restarts: bool = True) -> JobModel:
+    """Two partitions grown to four at 600 s (a Kafka expansion's adoption), the producers
+    having moved half the keys `wait` seconds before."""
+    return JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                    restarts_measured_s=(5.0,), partition_weights=(0.5, 0.5, 0.0, 0.0),
+                    layout_changes_s=(600.0,), layout_weights=((0.25, 0.25, 0.25, 0.25),),
+                    layout_waits_s=(wait,), layout_restarts=(restarts,))
+
+
+def test_an_expansions_new_partitions_wait_unread_until_adopted_and_their_input_counts_under_their_parents():
+    """100/s over two partitions, each task 100/s: the job keeps up. From 300 s half the keys go
+    to the two new partitions, which nobody reads until the adoption at 600 s: the daemon reads
+    the whole input under the two parents (as the pipeline counts it) and no backlog; at the
+    adoption their 300 s of records (7,500 each) show whole, the oldest 300 s old, and drain at
+    75/s. Read from their first record (no wait), they never fall behind (run e1's replay
+    peaked at 10 s where the job's lag reached 28 s)."""
+    watch = Seen(1)
+    run = simulate(workloads.constant(100, seconds=1200, noise=0), _grown(300.0), watch, tick_s=15)
+    during = watch.seen[450.0]
+    assert [n for n in during.partitions.names] == [("topic", 0), ("topic", 1)]
+    assert during.partitions.input_rate.tolist() == pytest.approx([50.0, 50.0])
+    assert during.partitions.lag_records.sum() == pytest.approx(0, abs=1)
+    assert run.lag_records[300:600].max() == pytest.approx(0, abs=1)
+    # the adoption restarts the query for 5 s: nothing read, the oldest record 305 s old
+    assert run.lag_records[604] == pytest.approx(15_000 + 5 * 100)
+    assert run.lag_seconds[604] == pytest.approx(305, abs=1)
+    assert run.lag_records[-1] == pytest.approx(0, abs=1)
+    assert run.lag_seconds[700:].max() < 306 and score(run).task_hours == pytest.approx(2 * 600 / 3600 + 4 * 600 / 3600)
+    read_at_once = simulate(workloads.constant(100, seconds=1200, noise=0), _grown(0.0), Fixed(1), tick_s=15)
+    assert read_at_once.lag_seconds.max() < 10
+
+
+def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale():
+    """The adoption's tick restarts the query (5 s measured) instead of asking the policy, and
+    the daemon's cooldown counts from its end (run e1: its scale-down waited the cooldown from
+    the expansion, at 135 s where a replay without it decided at 110 s)."""
+    watch = Seen(1)
+    run = simulate(workloads.constant(100, seconds=1200, noise=0), _grown(300.0), watch, tick_s=15)
+    assert not run.rescales and [(a.time, a.old, a.new) for a in run.adoptions] == [(600, 1, 1)]
+    assert 600.0 not in watch.seen  # the adoption's tick asked no policy
+    assert watch.seen[615.0].since_rescale_s == pytest.approx(10, abs=1)
+    assert run.lag_records[601:605].min() > run.lag_records[599]  # nothing read while it restarts
+    quiet = Seen(1)
+    simulate(workloads.constant(100, seconds=1200, noise=0), _grown(300.0, restarts=False), quiet, tick_s=15)
+    assert 600.0 in quiet.seen and quiet.seen[615.0].since_rescale_s > 600
 
 
 def test_a_scale_up_after_a_merge_halved_the_capacity_is_counted_from_the_merge():
