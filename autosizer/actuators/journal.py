@@ -127,14 +127,16 @@ class ActuationJournal:
 class LastRescale:
     at_ms: int
     downtime_s: float  # drain request to first commit of the new generation, as measured
+    expansion: bool = False  # an adopted partition expansion, not a factor change
 
 
-def record_rescale(store: MetadataStore, downtime_s: float, now: float | None = None) -> None:
+def record_rescale(store: MetadataStore, downtime_s: float, now: float | None = None,
+                   expansion: bool = False) -> None:
     """Mark the time of the last layout change: the guards' cooldown and the policies'
-    restart-downtime estimate read it."""
+    restart-downtime estimate read it, and after an expansion the tick's input check."""
     at = time.time() if now is None else now
     store.call(lambda: store.redis.hset(store.keys.rescale, mapping={
-        "at_ms": int(at * 1000), "downtime_s": round(downtime_s, 3)}))
+        "at_ms": int(at * 1000), "downtime_s": round(downtime_s, 3), "expansion": int(expansion)}))
 
 
 def last_rescale(store: MetadataStore) -> LastRescale | None:
@@ -142,4 +144,5 @@ def last_rescale(store: MetadataStore) -> LastRescale | None:
     if not raw:
         return None
     return store.parse(store.keys.rescale, raw,
-                       lambda r: LastRescale(int(r[b"at_ms"]), float(r[b"downtime_s"])))
+                       lambda r: LastRescale(int(r[b"at_ms"]), float(r[b"downtime_s"]),
+                                             r.get(b"expansion", b"0") == b"1"))

@@ -111,7 +111,7 @@ class RestartActuator:
         failure, downtime = self._verify(entry)
         if failure is not None:
             return self._roll_back(entry, failure, began, steps)
-        record_rescale(self.store, downtime, self.clock.time())
+        record_rescale(self.store, downtime, self.clock.time(), expansion=entry.expansion)
         self.journal.finish(entry, "rolled_back" if entry.rollback else "done")
         return self._outcome("rolled_back" if entry.rollback else "done", entry.to_factor,
                              entry.to_generation, "", began, steps)

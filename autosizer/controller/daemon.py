@@ -55,7 +55,7 @@ def build_tick(config: Config, metrics: DaemonMetrics | None = None,
         recall_step_s=config.daemon.interval_s,
         backoff_store=BackoffStore(store),
         backoff_s=config.daemon.backoff_s, backoff_max_s=config.daemon.backoff_max_s, clock=clock,
-        expansions=ExpansionWatch(store, config.daemon.adopt_after_s),
+        expansions=ExpansionWatch(store, config.daemon.adopt_after_s), window_s=p.window_s,
     )
 
 

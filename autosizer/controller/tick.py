@@ -58,6 +58,7 @@ class Tick:
     backoff_s: float = BACKOFF_S  # the first wait after a failed actuation; doubles per failure
     backoff_max_s: float = BACKOFF_MAX_S
     expansions: ExpansionWatch | None = None  # None: partition counts are not watched
+    window_s: float = 0.0  # the input's rate window (`[prometheus] window`); 0: not known
     clock: Clock = SYSTEM_CLOCK
     schedule: TickSchedule | None = None  # the daemon's: ticks stamped with their due times
     policy_state: Any = None
@@ -130,6 +131,8 @@ class Tick:
         since = math.inf if rescaled is None else max(0.0, self._wall - rescaled.at_ms / 1000)
         downtime = None if rescaled is None else rescaled.downtime_s  # the evaluator picks what the policy reads
         evaluation = self.evaluator.evaluate(samples, layout, since, downtime, at=self._wall)
+        if rescaled is not None and rescaled.expansion and since < self.window_s:
+            evaluation.problems.append(_spans_expansion(self.window_s, since))
         if self.metrics is not None and not evaluation.problems:
             self.metrics.metrics_age.set(evaluation.observation.age_s)
         decision = self._decide(evaluation, overrides, layout)
@@ -419,3 +422,15 @@ def _plain(details: Any) -> dict[str, Any]:
         else:
             out[key] = str(value)
     return out
+
+
+def _spans_expansion(window_s: float, since_s: float) -> str:
+    """Why a tick whose input window reaches back past an adopted expansion holds. The window
+    reads each parent's rise over all of it, its new partitions' records in it until the
+    adoption, and each new partition's rise since its first reading, the same records again as a
+    rate over a shorter span: run e2's tick 2 s after its 4 -> 8 read 1,535/s of 1,200/s, the
+    policy forecast 2,045/s, and held 8 (20% busy) to the run's end: 1,535/s is 52% of factor 4, past
+    the 50% a scale-down needs, and the policy remembers a peak for `lull_memory_s` (3 h)."""
+    return (f"the input's {window_s:g}s rate window still spans the partition expansion adopted "
+            f"{since_s:.0f}s ago (a new partition's records read under its parent until then and as "
+            f"its own after: counted twice); the input reads true from {window_s - since_s:.0f}s on")

@@ -133,6 +133,31 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
+def test_a_tick_whose_rate_window_spans_an_adopted_expansion_holds_without_asking_the_policy(redis_server, job,
+                                                                                             tmp_path):
+    """Run e2 (the Kafka demo grown 4 -> 8): the tick 2 s after the adoption read 1,535/s of
+    1,200/s, each parent's rise over the window holding its child's records until the adoption
+    and each child's since its first reading the same records again; the policy remembered that
+    as a peak and held twice the factor the input needed to the run's end. Such a tick holds, the
+    policy and the history left out; the window after it, or after a factor change, reads."""
+    with scraped_job(redis_server, job, tmp_path, rate=400) as (store, config, _, _):
+        tick = build_tick(config)
+        assert tick.window_s == 4.0
+        ControlChannel(store).report("running@1", generation=1, batches=4)  # the pipeline is up
+        record_rescale(store, 2.0, time.time() - 1.0, expansion=True)
+        held = tick()
+        assert held.outcome == "hold" and held.target == 1, held
+        assert held.reason == ("hold: the input's 4s rate window still spans the partition expansion adopted 1s ago "
+                "(a new partition's records read under its parent until then and as its own after: counted "
+                "twice); the input reads true from 3s on")
+        assert tick.policy_state is None and tick.history is None  # neither the policy nor the days read it
+        record_rescale(store, 2.0, time.time() - 5.0, expansion=True)
+        after = tick()
+        assert "partition expansion" not in after.reason and tick.policy_state is not None, after
+        record_rescale(store, 2.0, time.time() - 1.0)  # a factor change: its window reads the input true
+        assert "partition expansion" not in tick().reason
+
+
 def test_a_scheduled_tick_and_the_observation_its_policy_reads_are_stamped_with_its_due_time(redis_server, job,
                                                                                             tmp_path):
     from autosizer.clock import ManualClock, TickSchedule
