@@ -774,6 +774,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     relayouts = _layout_events(job, lead, tick)
     actuations = 0  # rescales and restarting adoptions: the run measured each one's restart
     last_rescale, down_s, adopted = -math.inf, 0.0, False
+    expanded = -math.inf  # when the last adopted expansion ended
     policy_state: Any = None
     guard_state = None
     checking: _Check | None = None  # a scale-down under the actuator's lag check
@@ -800,6 +801,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             last_rescale = t + committed - lead + checked
             actuated = run.adoptions if adopted else run.rescales
             actuated[-1] = dataclasses.replace(actuated[-1], done=last_rescale)
+            expanded = last_rescale if adopted else expanded
             if checking is not None:
                 checking = dataclasses.replace(checking, first=t + committed, last=t + committed + checked)
         restarted = False
@@ -825,6 +827,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 else:
                     backoff = Backoff()  # a completed rescale clears it
             if target == factor and not adopted:
+                if now - expanded < model.window:
+                    continue  # its input window spans the expansion: the real tick holds (`tick.py`)
                 observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
                 model.history.record(observation.time, observation.input_rate)
                 wish, policy_state = policy.decide(observation, policy_state)
@@ -864,6 +868,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             last_rescale = now + model.job.actuation_s(factor, down_s) + checked  # until the next block shows it
             actuated = run.adoptions if adopted else run.rescales
             actuated[-1] = dataclasses.replace(actuated[-1], done=last_rescale)
+            expanded = last_rescale if adopted else expanded
             block_ticks = 5  # a policy that just rescaled may soon again: waste little
             break
         else:
