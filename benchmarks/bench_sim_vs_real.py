@@ -1,6 +1,7 @@
 """Sim vs real: does the simulator, fitted to a real run, predict that run's lag?
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--source kinesis [--reshard]] [--high 255]
+     [--expand-at 60]
      [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
      [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE] [--apart N]
      [--save run.json | --replay run.json [--ticks]]
@@ -31,6 +32,9 @@ records' arrival times on the stream (`arrivals.read_kinesis_arrivals`); it take
 `--reshard` the demo runs as it ships, a split at 45 s and a merge at 75 s, and the replay reads
 the layouts the fit found (session 58: before it, the fit read the 5 shards as one layout, twice
 the capacity at factor 1, and the replay went 1 -> 4 where the job went 1 -> 8).
+`--expand-at S` grows the Kafka demo's topic 4 -> 8 partitions S s into the run, the producer
+moving half the keys at once, adopted by the daemon 20 s later (session 59: the replay reads the
+new partitions' wait and the adoption's restart, runs e1-e3).
 `--keys 16` gives 4 customers a partition (the busiest key lane then
 caps every factor past 4); `--clocks shipped` runs the daemon on its shipped clocks (15 s tick,
 30 s window, 300 s cooldown) instead of the demo's shortened ones. `--save` keeps every tick's

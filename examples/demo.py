@@ -7,7 +7,7 @@ terminal shows the factor, lag, rates and the last decision as they change; at t
 --duration, or on Ctrl-C) everything stops, the exactly-once output is checked and a PNG timeline
 of load, lag and factor is written.
 
-Run: make demo   (or: .venv/bin/python examples/demo.py [--duration 240] [--png demo.png])
+Run: make demo   (or: .venv/bin/python examples/demo.py [--duration 240] [--png demo.png] [--expand-at 60])
 """
 
 from __future__ import annotations
