@@ -289,11 +289,16 @@ class JobModel:
 
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout
-        changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`."""
+        changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`, and where a change's
+        new partitions waited `8 partitions, read 4, then 8 from 87 s (unread 27 s before it, then
+        a restart)`."""
         if not self.layout_changes_s:
             return f"{self.partitions} partitions"
-        sizes = [f"{sum(1 for w in weights if w > 0)}" + (f" from {at:.0f} s" if at else "")
-                 for at, weights in self.layouts()]
+        sizes = [f"{sum(1 for w in self.partition_weights if w > 0)}"]
+        for at, weights, wait, restarts in self.layout_adoptions():
+            how = [f"unread {wait:.0f} s before it"] if wait else []
+            how += ["then a restart" if wait else "a restart"] if restarts else []
+            sizes.append(f"{sum(1 for w in weights if w > 0)} from {at:.0f} s" + (f" ({', '.join(how)})" if how else ""))
         return f"{self.partitions} partitions, read {', then '.join(sizes)}"
 
     def partition_counts(self, seconds: int, tick: int = 1) -> np.ndarray:

@@ -445,6 +445,8 @@ def test_an_expansion_is_fitted_as_a_growth_whose_new_partitions_waited_and_rest
     assert job.layout_weights[0] == pytest.approx((0.25, 0.25, 0.25, 0.25))
     assert job.partition_weights[:2] == pytest.approx((0.5, 0.5)) and job.partition_weights[2:] == (0.0, 0.0)
     assert job.layout_waits_s == pytest.approx((20.0,), abs=1) and job.layout_restarts == (True,)
+    assert job.partitions_words() == (f"4 partitions, read 2, then 4 from 40 s (unread {job.layout_waits_s[0]:.0f} s "
+                                      f"before it, then a restart)")
 
 
 def test_a_reshard_neither_waits_nor_restarts_and_a_fitted_expansion_writes_a_trace_that_keeps_both(tmp_path):
