@@ -370,18 +370,24 @@ def capacity_check(fitted, records: np.ndarray, settle_s: int = 15) -> None:
     between them. (A 15 s rate of the same counter holds 4 or 5 commits of a 3.3 s cycle, 4
     most of the time: its median read run 79 at 1,338/s where the commits say 1,418/s.)"""
     job, factor, lag = fitted.job, fitted.factor, fitted.lag_seconds
-    rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(job.weights)}  # input mix = weights
     print(f"\n{'factor':>6} {'seconds behind':>15} {'commits':>8} {'measured/s':>11} {'model/s':>8} "
           f"{'model / measured':>17}")
-    starts = [0, *(np.flatnonzero(np.diff(factor)) + 1), factor.size]
+    # a stretch also begins where the layout changed (its partitions, each with its own backlog:
+    # run e2's children drained 15,000 records after their adoption while their parents kept up)
+    layouts = [(math.floor(at), job.in_layout(weights)[0] if job.layout_changes_s else job)
+               for at, weights in job.layouts()]
+    starts = sorted({0, *(np.flatnonzero(np.diff(factor)) + 1).tolist(), *(a for a, _ in layouts if 0 < a < factor.size),
+                     factor.size})
     for a, b in zip(starts, starts[1:], strict=False):
+        model_job = [m for at, m in layouts if at <= a][-1]
+        rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(model_job.weights)}  # input mix = weights
         f, (first, last) = int(factor[a]), _longest(lag[a + settle_s:b] >= job.batch_seconds)
         commits = a + settle_s + first + np.flatnonzero(np.diff(records[a + settle_s + first:a + settle_s + last]) > 0) + 1
         if commits.size < 3:
             continue
         measured = (records[commits[-1]] - records[commits[0]]) / (commits[-1] - commits[0])
         obs = Observation(0.0, f, PartitionStats.from_rows(rows), saturated_rate=1 / job.process_seconds,
-                          hot_shares=job.hot_share_table(), duty=job.duty(f))
+                          hot_shares=model_job.hot_share_table(), duty=model_job.duty(f))
         model = obs.capacity(f, obs.task_rate)
         print(f"{f:6d} {last - first:15d} {commits.size:8d} {measured:11.0f} {model:8.0f} {model / measured:17.2f}")
 
