@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from autosizer.actuators.journal import last_rescale
 from autosizer.controller.journal import DecisionJournal
 from autosizer.controller.overrides import OverrideStore
 from autosizer.elasticity import Layout
@@ -98,9 +99,12 @@ def test_expansion_4_to_8_while_running_then_factor_4_to_2_keeps_every_key_in_or
             assert adopted["reason"].startswith("partition expansion orders 4 -> 8; barriers orders[0]@")
             wait_until(lambda: not store.checkpoints().blocked_partitions(), 120,
                        "every parent past its barrier")
+            # marked as an expansion: the daemon's ticks hold for a rate window after it (tick.py)
+            assert last_rescale(store).expansion
 
             overrides.set("factor", "2")
             wait_until(lambda: store.layout().factor == 2, 120, "factor 2")
+            wait_until(lambda: not last_rescale(store).expansion, 60, "the factor change's own mark")
             total = producer.finish()
             wait_until(lambda: read_committed(out).num_rows >= total, 240, f"all {total} records")
             time.sleep(1.5)  # a duplicate would show up as extra rows
