@@ -405,7 +405,8 @@ def _growths(series: Mapping[str, Series], start: float, layouts: Sequence[tuple
     first reading, `loads`' shares walked back from the change), and whether the pipeline
     restarted within LAYOUT_SLACK_S of it (the actuator's migration: run e1's restart gauge was
     set 2 s after its children's first reading). (0, False) for any other change."""
-    arrived = _arrivals(series[ARRIVALS], start, next(iter(loads.values())).size) if series.get(ARRIVALS) else {}
+    size = next(iter(loads.values())).size if loads else 0
+    arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
     levels = {partition_of(labels): next((v for _, v in _points([(labels, points)])), 0.0)
               for labels, points in _restamped(series.get("high_watermark", ()),
                                                series.get("high_watermark_time", ()))}
