@@ -435,7 +435,8 @@ class JobModel:
         return np.stack([self.hot_shares[f] for f in FACTORS], axis=1)
 
     def restart_s(self, rescale: int) -> float:
-        """The processing stop of the run's `rescale`-th rescale (from 0)."""
+        """The processing stop of the run's `rescale`-th actuation (from 0): its rescales and the
+        adoptions that restarted the query, in order, as the run measured them."""
         restarts = self.restarts_measured_s
         return float(restarts[rescale % len(restarts)]) if restarts else float(self.restart_downtime_s)
 
