@@ -38,6 +38,9 @@ from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
 BLOCK_TICKS = 80  # the longest block; after a rescale blocks start at 5 ticks and double
+# the pipeline's lag probe, which reads a partition's watermark about once a second (its
+# `lag_probe_seconds`): a partition that joined the layout has one reading until the next
+JOINED_READ_S = 1.0
 PROBE_CHUNK = 4_000_000  # probe readings drawn at once by `Run.probe_peak`
 
 
@@ -727,6 +730,13 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
     return events
 
 
+def _joins(job: JobModel) -> list[float]:
+    """When each layout change that brought new partitions was first read (seconds)."""
+    layouts = job.layouts()
+    return [at for (_, before), (at, after) in zip(layouts, layouts[1:], strict=False)
+            if any(a > 0 and not b > 0 for b, a in zip(before, after, strict=True))]
+
+
 def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards | None = None,
              tick_s: int = 15, seed: int = 7,
              progress: Callable[[int], Any] | None = None, window_s: int | None = None,
@@ -772,6 +782,11 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     # after a change reads the new layout, as the real daemon's does (run u1's 55 s tick read the
     # 3 shards adopted at 53 s; replayed from the tick after, it read 2 and scaled 4 -> 8)
     relayouts = _layout_events(job, lead, tick)
+    # a tick that sees a partition's first reading alone holds (the daemon's input query needs
+    # two): run l2's ticks 0.6 and 1.0 s after its children were first read did, u2's 1.6 s after
+    # did not; the second reading shows about a probe and half a scrape after the first
+    joins = _joins(job)
+    joining = JOINED_READ_S + job.scrape_interval_s / 2
     actuations = 0  # rescales and restarting adoptions: the run measured each one's restart
     last_rescale, down_s, adopted = -math.inf, 0.0, False
     expanded = -math.inf  # when the last adopted expansion ended
@@ -827,8 +842,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 else:
                     backoff = Backoff()  # a completed rescale clears it
             if target == factor and not adopted:
-                if now - expanded < model.window:
-                    continue  # its input window spans the expansion: the real tick holds (`tick.py`)
+                if now - expanded < model.window or any(0 <= now - at < joining for at in joins):
+                    continue  # its input window spans the expansion, or a partition was read once: the
+                    # real tick holds (`tick.py`, `evaluator.py`)
                 observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))
                 model.history.record(observation.time, observation.input_rate)
                 wish, policy_state = policy.decide(observation, policy_state)

@@ -454,3 +454,15 @@ def test_a_reshard_neither_waits_nor_restarts_and_a_fitted_expansion_writes_a_tr
     fitted = fitted_run(expanded_series(), START, START + 60)
     trace = load_trace(str(write_trace(fitted, tmp_path / "expanded.toml")))
     assert trace.job == fitted.job and trace.job.layout_restarts == (True,)
+
+
+def test_a_layout_changes_when_the_probe_first_read_its_new_partitions_not_when_a_query_step_showed_them():
+    """Run l2: its children were first read at 123.97 s and showed in the range query's steps at
+    125.39 s, after the real daemon's 125 s tick had read them (and held: read once so far). The
+    fit takes the probe's read times where the run has them."""
+    series = resharded_series(children_read_at=50.0, counted_under_parent=True)
+    series["high_watermark_time"] = [(labels, [(t, t - 0.8) for t, _ in points])
+                                     for labels, points in series["high_watermark"]]
+    assert fitted_run(series, START, START + 90).job.layout_changes_s[0] == pytest.approx(49.2)
+    del series["high_watermark_time"]
+    assert fitted_run(series, START, START + 90).job.layout_changes_s[0] == pytest.approx(50.0)

@@ -1182,9 +1182,25 @@ def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale()
     assert not {600.0, 615.0, 630.0} & set(watch.seen)  # the adoption's tick, and 10 and 25 s after its end
     assert watch.seen[645.0].since_rescale_s == pytest.approx(40, abs=1)
     assert run.lag_records[601:605].min() > run.lag_records[599]  # nothing read while it restarts
-    quiet = Seen(1)
-    simulate(workloads.constant(100, seconds=1200, noise=0), _grown(300.0, restarts=False), quiet, tick_s=15)
+    quiet = Seen(1)  # read 2 s before the tick: a tick that sees two readings of the new partitions
+    simulate(workloads.constant(100, seconds=1200, noise=0),
+             dataclasses.replace(_grown(300.0, restarts=False), layout_changes_s=(598.0,)), quiet, tick_s=15)
     assert 600.0 in quiet.seen and quiet.seen[615.0].since_rescale_s > 600
+
+
+def test_a_tick_that_sees_a_joined_partitions_first_reading_alone_holds():
+    """The daemon's input query needs two readings of a partition; the probe reads about once a
+    second, the second shows half a scrape later. Run l2's ticks 0.6 and 1.0 s after its
+    children's first reading held ("read once so far"), u2's 1.6 s after did not; the replay's
+    daemon holds the same ticks."""
+    def ticks_after(at: float) -> set[float]:
+        job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0, scrape_interval_s=1.0,
+                       partition_weights=(1.0, 0.0, 0.0), layout_changes_s=(at,), layout_weights=((0.0, 0.5, 0.5),))
+        watch = Seen(1)
+        simulate(workloads.constant(50, seconds=300, noise=0), job, watch, tick_s=15)
+        return set(watch.seen)
+    assert 150.0 not in ticks_after(149.0) and {135.0, 165.0} <= ticks_after(149.0)
+    assert 150.0 in ticks_after(148.4)
 
 
 def test_a_scale_up_after_a_merge_halved_the_capacity_is_counted_from_the_merge():
