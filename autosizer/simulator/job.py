@@ -290,7 +290,7 @@ class JobModel:
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout
         changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`, and where a change's
-        new partitions waited `8 partitions, read 4, then 8 from 87 s (unread 27 s before it, then
+        new partitions waited `8 partitions, read 4, then 8 from 86 s (unread 26 s before it, then
         a restart)`."""
         if not self.layout_changes_s:
             return f"{self.partitions} partitions"
