@@ -394,15 +394,16 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         return {}
     changes = {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
                "layout_weights": tuple(w for _, w in layouts[1:])}
-    growths = _growths(series, start, layouts, partitions, loads)
+    growths = _growths(series, read, start, layouts, partitions, loads)
     if any(wait or restarts for wait, restarts in growths):
         changes["layout_waits_s"] = tuple(wait for wait, _ in growths)
         changes["layout_restarts"] = tuple(restarts for _, restarts in growths)
     return changes
 
 
-def _growths(series: Mapping[str, Series], start: float, layouts: Sequence[tuple[float, tuple[float, ...]]],
-             partitions: Sequence[Any], loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool]]:
+def _growths(series: Mapping[str, Series], read: Series, start: float,
+             layouts: Sequence[tuple[float, tuple[float, ...]]], partitions: Sequence[Any],
+             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool]]:
     """Per layout change after the first, (wait, restarts) where it is a growth (every partition
     keeps a share: a Kafka expansion): how long its new partitions took records before the
     pipeline read them, from their first record's own time (else from what each held at its
@@ -411,9 +412,10 @@ def _growths(series: Mapping[str, Series], start: float, layouts: Sequence[tuple
     set 2 s after its children's first reading). (0, False) for any other change."""
     size = next(iter(loads.values())).size if loads else 0
     arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
-    levels = {partition_of(labels): next((v for _, v in _points([(labels, points)])), 0.0)
-              for labels, points in _restamped(series.get("high_watermark", ()),
-                                               series.get("high_watermark_time", ()))}
+    # what each partition held at its first reading (`read`: the watermarks at the probe's times;
+    # a run without them has rates there, which hold no count)
+    levels = ({partition_of(labels): next((v for _, v in _points([(labels, points)])), 0.0) for labels, points in read}
+              if series.get("high_watermark") else {})
     restarts = [t - start for t, _ in _set_times(series.get("restart", ()))]
     total = sum(loads.values()) if loads else np.zeros(0)
     found = []
