@@ -395,6 +395,12 @@ def grow(broker: EmbeddedBroker, load: StepLoad, partitions: int) -> str:
     return f"topic {load.topic} grown {before} -> {partitions} partitions; the producer moved its keys"
 
 
+def run_due(events: dict[float, Callable[[], str]], elapsed: float) -> None:
+    """Run (and drop) each event whose second has come, showing what it did."""
+    for at in [t for t in events if elapsed >= t]:
+        print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
+
+
 def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, duration: float,
           timeline: list[dict], profile: Callable[[float], float],
           events: dict[float, Callable[[], str]] | None = None) -> None:
@@ -403,8 +409,7 @@ def watch(store: MetadataStore, load: StepLoad, probe: PrometheusCollector, dura
     journal, began, events = DecisionJournal(store), time.monotonic(), dict(events or {})
     while (elapsed := time.monotonic() - began) < duration:
         load.set_rate(profile(elapsed))
-        for at in [t for t in events if elapsed >= t]:
-            print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
+        run_due(events, elapsed)
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         factor = store.layout().factor
         timeline.append({"t": elapsed, "load": load.rate, "factor": factor,

@@ -49,7 +49,7 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedKinesis, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.demo import CONFIG, SHOWN, Finished, _keeps_up, _wait_for, last_decision  # noqa: E402
+from examples.demo import CONFIG, SHOWN, Finished, _keeps_up, _wait_for, last_decision, run_due  # noqa: E402
 from examples.loadgen import KinesisStepLoad, check_orders, keep_up_verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,8 +149,7 @@ def watch(store: MetadataStore, kinesis: EmbeddedKinesis, load: KinesisStepLoad,
     events = {SPLIT_AT: lambda: split_lowest(client), MERGE_AT: lambda: merge_two(client)} if reshard else {}
     while (elapsed := time.monotonic() - began) < duration:
         load.set_rate(HIGH if STEP_AT <= elapsed < STEP_AT + STEP_S else LOW)
-        for at in [t for t in events if elapsed >= t]:
-            print(f"{elapsed:5.0f}s  {events.pop(at)()}", flush=True)
+        run_due(events, elapsed)
         sums = {name: sum(v for _, v in probe.collect().series.get(name, ())) for name in SHOWN}
         layout = store.layout()
         timeline.append({"t": elapsed, "load": load.rate, "factor": layout.factor, "lag": sums["lag_records"]})

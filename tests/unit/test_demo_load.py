@@ -82,3 +82,16 @@ def test_a_day_outside_the_trace_or_a_run_too_short_is_refused_by_name(day, span
 
     with pytest.raises(ValueError, match=fix):
         day_of_trace("nyc-flights", day, span, HIGH)
+
+
+def test_a_demo_event_runs_once_when_its_second_comes(capsys):
+    """The demos' scheduled events (the Kinesis demo's split and merge, `--expand-at`'s growth)."""
+    from examples.demo import run_due
+
+    ran: list[str] = []
+    events = {45.0: lambda: ran.append("split") or "split", 75.0: lambda: ran.append("merge") or "merge"}
+    run_due(events, 44.9)
+    run_due(events, 45.2)
+    run_due(events, 46.0)
+    assert ran == ["split"] and list(events) == [75.0]
+    assert capsys.readouterr().out == "   45s  split\n"
