@@ -287,8 +287,27 @@ def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end
 
 
 @njit(cache=True, nogil=True)
-def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pragma: no cover
-    """A continuous job: per second and queue, processing up to its capacity (Lindley)."""
+def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
+    """(records, seconds): what a queue gets through of `ready` records in up to `seconds` at
+    `capacity` a second, the first `slow` of them at `pace` times that (a re-shard's children
+    going through their parents' backlog at the parents' pace, `_Model.relayout`)."""
+    if capacity <= 0:
+        return 0.0, 0.0
+    if slow > 0 and pace != 1.0:
+        first = slow / (capacity * pace)
+        if first >= seconds:
+            return capacity * pace * seconds, seconds
+        rest = min(ready - slow, capacity * (seconds - first))
+        return slow + rest, first + rest / capacity
+    done = min(ready, capacity * seconds)
+    return done, done / capacity
+
+
+@njit(cache=True, nogil=True)
+def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, pace, stop, lift):  # pragma: no cover
+    """A continuous job: per second and queue, processing up to its capacity (Lindley); up to
+    `mark` (a position per partition) at `pace` times it, and nothing past `stop` before `lift`
+    (absolute seconds)."""
     partitions = arrivals.shape[0]
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
@@ -300,7 +319,10 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
             for p in range(partitions):
                 for q in range(2):
                     if arrivals[p, q] > 0:
-                        done = min(arrivals[p, q] * (c - x[p, q]), capacity[k, p, q])
+                        until = min(c, stop[p]) if t0 + s < lift[p] else c
+                        slow = arrivals[p, q] * max(0.0, min(until, mark[p]) - x[p, q])
+                        ready = arrivals[p, q] * max(0.0, until - x[p, q])
+                        done, _ = _served(ready, slow, capacity[k, p, q], pace[p], 1.0)
                         processed[k, p, q] += done
                         x[p, q] += done / arrivals[p, q]
         _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle)
@@ -309,7 +331,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s):  # pra
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, mark, pace, stop, lift):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
@@ -323,7 +345,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     Also each second's mean backlog (`lag_records` holds its end, when a trigger starts the
     next batch): what the pipeline's gauge, read at a random moment, shows on average; at
     each second's end the last committed batch's duration, trigger to commit (NaN before one);
-    and where the next batch starts, from the block's end (`_Block.resume_s`)."""
+    and where the next batch starts, from the block's end (`_Block.resume_s`).
+    A queue behind its partition's `mark` goes at `pace` times its capacity up to it (`_served`),
+    and none reads past its partition's `stop` in a batch that starts before its `lift`."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -334,6 +358,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     last = np.nan  # the last committed batch's duration
     area, since = 0.0, 0.0  # the backlog's area in second s so far, and up to when
     done = np.zeros((partitions, 2))
+    took = np.zeros((partitions, 2))  # each queue's time at work in the batch
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
     s = 0  # the next second to sample
@@ -349,16 +374,19 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
-            end = min(c, slowest + span / max(weights[p], 1e-12))
+            span *= max(1.0, pace[p]) if slowest < mark[p] else 1.0
+            limit = stop[p] if t0 + start < lift[p] else np.inf
+            end = min(c, limit, slowest + span / max(weights[p], 1e-12))
             for q in range(2):
-                done[p, q] = 0.0
+                done[p, q], took[p, q] = 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
                     continue
                 ready = arrivals[p, q] * max(0.0, end - x[p, q])
                 admitted += ready
-                done[p, q] = min(ready, capacity[k, p, q] * batch_s)
+                slow = arrivals[p, q] * max(0.0, min(end, mark[p]) - x[p, q])
+                done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], pace[p], batch_s)
                 full = full or done[p, q] < ready - 1e-9
-                work = max(work, done[p, q] / capacity[k, p, q])
+                work = max(work, took[p, q])
         if admitted <= 1e-9:
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
@@ -370,7 +398,8 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             elapsed = s + 1 - start
             for p in range(partitions):
                 for q in range(2):
-                    flight[p, q] = min(done[p, q], capacity[k, p, q] * elapsed) if elapsed > 0 else 0.0
+                    flight[p, q] = done[p, q] * min(1.0, elapsed / took[p, q]) if elapsed > 0 and took[p, q] > 0 \
+                        else 0.0
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
                               x_drained, flight)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
@@ -459,6 +488,14 @@ class _Model:
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
         self.names = tuple(("topic", int(p)) for p in members)
+        # a re-shard's children, up to the input when their parents closed (`mark`, a position),
+        # go at `pace` times their own capacity: their parents' (`relayout`); a closed parent
+        # reads nothing past that input (`stop`: `close`), nor do its children before the second
+        # the layout read them (`lift`)
+        self.mark = np.full(len(members), -np.inf)
+        self.pace = np.ones(len(members))
+        self.stop = np.full(len(members), np.inf)
+        self.lift = np.full(len(members), np.inf)
 
     def hold(self, weights: tuple[float, ...]) -> None:
         """A growth's new partitions take their shares of the input from here (`weights`, the
@@ -470,21 +507,52 @@ class _Model:
         shares = np.asarray(weights, dtype=np.float64)
         self.weights = (shares / shares.sum())[self.members]
 
+    def close(self, weights: tuple[float, ...], closed: float) -> None:
+        """The partitions the layout `weights` retires took their last record at second `closed`
+        (a Kinesis split or merge): their tasks read nothing past the input then, and what came
+        after (their children's records, which the pipeline counts under them: their input and
+        backlog, `shards.waiting_under`) waits unread until the layout reads the children
+        (`relayout`), as the pipeline reads a child only once its parent is done (run u3: the
+        parent drained by 61 s, its children first read at 65 s, their records 21.7 s old by
+        then)."""
+        shares = np.asarray(weights, dtype=np.float64)[self.members]
+        self.stop = np.where(shares > 0, self.stop, self._position_at(closed))
+
+    def _position_at(self, second: float) -> float:
+        """The topic's cumulative input at `second` (lead-in counted): a position."""
+        return float(np.interp(second, np.arange(self.cum.size), self.cum))
+
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray,
-                 held_from: int | None = None) -> np.ndarray:
+                 held_from: int | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
         slowest position, as after a rescale: the backlog and its oldest record's age carry over
-        whole. A re-shard's children are read at once, where a real shard's wait for their parent
-        to be done (a parent with a backlog and no more input has no queue here: each is a share
-        of the topic's input). Returns the new positions."""
+        whole. Where the partitions it retires were `closed` (a re-shard's parents took their last
+        record then), the new ones continue the slowest of those instead, at the retired
+        partitions' pace up to the input at `closed` (`_Model.pace`), and their own records from
+        `read_at` on (the layout's change falls in the tick before it): a parent with a backlog
+        and no more input has no queue of its own here (each queue is a share of the topic's
+        input), and its children are not read before it is done. Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
-        kept = dict(zip(self.members.tolist(), x, strict=True))
+        old = self.members.tolist()
+        kept = dict(zip(old, x, strict=True))
+        # each partition's (mark, pace, stop, lift); one that stays keeps its pace to its mark
+        held = {p: (m, pace, np.inf, np.inf) for p, m, pace in zip(old, self.mark, self.pace, strict=True)}
         start = slowest if held_from is None else float(self.cum[held_from])
         self._use(*base.in_layout(weights))
-        return np.array([kept.get(p, (start, start)) for p in self.members.tolist()], dtype=np.float64)
+        members = self.members.tolist()
+        new = [p for p in members if p not in kept]
+        retired = [i for i, p in enumerate(old) if p not in members]
+        if closed is not None and new and retired:
+            parents = active[retired]
+            start = float(parents.min()) if np.isfinite(parents).any() else start
+            mark = self._position_at(closed)
+            held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
+        rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
+        self.mark, self.pace, self.stop, self.lift = rows.T.copy()
+        return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -513,18 +581,20 @@ class _Model:
         resume = 0.0
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
-                self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0)
+                self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0,
+                self.mark, self.pace, self.stop, self.lift)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead)
+                job.run_ahead, self.mark, self.pace, self.stop, self.lift)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
-                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s)
+                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s, self.mark, self.pace,
+                self.stop, self.lift)
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
@@ -716,17 +786,24 @@ class _LayoutEvent:
     hold: bool = False
     held_from: int | None = None
     restarts: bool = False
+    closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
+    close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
+    read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
 
 
 def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
     """The run's layout changes in time order, a waiting growth as its hold and its adoption."""
     events = []
-    for at, weights, wait, restarts in job.layout_adoptions():
+    for at, weights, wait, restarts, closed in job.layout_adoptions():
         adopt = lead + math.floor(at / tick) * tick
         held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
         if held < adopt:
             events.append(_LayoutEvent(held, weights, hold=True))
-        events.append(_LayoutEvent(adopt, weights, held_from=held if held < adopt else None, restarts=restarts))
+        if closed:
+            events.append(_LayoutEvent(lead + math.floor(closed / tick) * tick, weights, close=True,
+                                       closed=lead + closed))
+        events.append(_LayoutEvent(adopt, weights, held_from=held if held < adopt else None, restarts=restarts,
+                                   closed=lead + closed if closed else None, read_at=lead + at))
     return events
 
 
@@ -803,8 +880,10 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             event = relayouts.pop(0)
             if event.hold:
                 model.hold(event.weights)
+            elif event.close:
+                model.close(event.weights, event.closed)
             else:
-                x = model.relayout(job, event.weights, x, event.held_from)
+                x = model.relayout(job, event.weights, x, event.held_from, event.closed, event.read_at)
         end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))

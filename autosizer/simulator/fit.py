@@ -394,22 +394,26 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         return {}
     changes = {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
                "layout_weights": tuple(w for _, w in layouts[1:])}
-    growths = _growths(series, read, start, layouts, partitions, loads)
-    if any(wait or restarts for wait, restarts in growths):
-        changes["layout_waits_s"] = tuple(wait for wait, _ in growths)
-        changes["layout_restarts"] = tuple(restarts for _, restarts in growths)
+    timings = _timings(series, read, start, layouts, partitions, loads)
+    if any(wait or restarts for wait, restarts, _ in timings):
+        changes["layout_waits_s"] = tuple(wait for wait, _, _ in timings)
+        changes["layout_restarts"] = tuple(restarts for _, restarts, _ in timings)
+    if any(closed for _, _, closed in timings):
+        changes["layout_closed_s"] = tuple(closed for _, _, closed in timings)
     return changes
 
 
-def _growths(series: Mapping[str, Series], read: Series, start: float,
+def _timings(series: Mapping[str, Series], read: Series, start: float,
              layouts: Sequence[tuple[float, tuple[float, ...]]], partitions: Sequence[Any],
-             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool]]:
-    """Per layout change after the first, (wait, restarts) where it is a growth (every partition
+             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool, float]]:
+    """Per layout change after the first, (wait, restarts, closed). A growth (every partition
     keeps a share: a Kafka expansion): how long its new partitions took records before the
-    pipeline read them, from their first record's own time (else from what each held at its
-    first reading, `loads`' shares walked back from the change), and whether the pipeline
-    restarted within LAYOUT_SLACK_S of it (the actuator's migration: run e1's restart gauge was
-    set 2 s after its children's first reading). (0, False) for any other change."""
+    pipeline read them, and whether the pipeline restarted within LAYOUT_SLACK_S of it (the
+    actuator's migration: run e1's restart gauge was set 2 s after its children's first
+    reading). A re-shard (partitions retired for others): when the new ones took their first
+    record, which is when the retired ones closed (`JobModel.layout_closed_s`). Either from the
+    new partitions' first record's own time, else from what each held at its first reading,
+    `loads`' shares walked back from the change. (0, False, 0) for any other change."""
     size = next(iter(loads.values())).size if loads else 0
     arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
     # what each partition held at its first reading (`read`: the watermarks at the probe's times;
@@ -419,10 +423,10 @@ def _growths(series: Mapping[str, Series], read: Series, start: float,
     restarts = [t - start for t, _ in _set_times(series.get("restart", ()))]
     total = sum(loads.values()) if loads else np.zeros(0)
     found = []
-    for (_, before), (at, after) in itertools.pairwise(layouts):
+    for (since, before), (at, after) in itertools.pairwise(layouts):
         new = [p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0]
-        if not new or any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):
-            found.append((0.0, False))
+        if not new:
+            found.append((0.0, False, 0.0))
             continue
         firsts = [int(np.flatnonzero(arrived[p])[0]) for p in new if p in arrived and arrived[p].any()]
         if firsts:
@@ -432,7 +436,10 @@ def _growths(series: Mapping[str, Series], read: Series, start: float,
             held = sum(levels.get(p, 0.0) for p in new)
             taken = np.cumsum(share * total[:max(0, math.ceil(at))][::-1])
             wait = float(np.searchsorted(taken, held)) if held > 0 and taken.size else 0.0
-        found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts)))
+        if any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):  # a re-shard
+            found.append((0.0, False, float(min(at, max(since, at - wait))) if wait else 0.0))
+        else:
+            found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts), 0.0))
     return found
 
 

@@ -145,6 +145,15 @@ class JobModel:
     # share) can wait. A Kinesis re-shard is neither: its children are read in the running query.
     layout_waits_s: tuple[float, ...] = ()
     layout_restarts: tuple[bool, ...] = ()
+    # Per change (empty: 0 for each): the second the partitions it retires took their last record,
+    # where it retires some and brings others (a Kinesis split or merge closes its parents; the
+    # layout reads the children once the parents are read to their end, which can be some seconds
+    # later). The children are not processed before their parents are (seed 003): they continue
+    # the parents' queue at the parents' pace up to the input at this second, and at their own
+    # after. Without it the children took their parents' backlog at their own pace, twice the
+    # parent's after a split: run u2's replay peaked at 0.72 of the real lag (children 8 s old
+    # when their parent was done). 0: the children start from the layout's slowest queue.
+    layout_closed_s: tuple[float, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -253,6 +262,7 @@ class JobModel:
         if restarts and (len(restarts) != len(times) or not all(isinstance(r, bool) for r in restarts)):
             raise ValueError(f"job setting layout_restarts needs one boolean (true or false) per layout change "
                              f"({len(times)}), not {restarts!r}")
+        self._check_closings()
         before = (0.0, self.partition_weights)
         for at, weights, wait in zip(times, rows, waits or [0.0] * len(times), strict=True):
             if wait and at - wait < before[0]:
@@ -263,15 +273,35 @@ class JobModel:
                                  f"only a growth (every partition keeps a share) can wait: set its wait to 0")
             before = (at, weights)
 
+    def _check_closings(self) -> None:
+        closed, times = self.layout_closed_s, self.layout_changes_s
+        if not closed:
+            return
+        if len(closed) != len(times) or not all(is_real(c) and math.isfinite(c) and c >= 0 for c in closed):
+            raise ValueError(f"job setting layout_closed_s needs one finite second >= 0 per layout change "
+                             f"({len(times)}; 0: none), not {closed!r}")
+        layouts = self.layouts()
+        for (since, before), (at, after), close in zip(layouts[:-1], layouts[1:], closed, strict=True):
+            if not close:
+                continue
+            if not since <= close <= at:
+                raise ValueError(f"job setting layout_closed_s: the change at {at:g} s retires partitions closed "
+                                 f"at {close:g} s, which must lie from {since:g} s (the layout before) to {at:g} s")
+            pairs = list(zip(before, after, strict=True))
+            if not (any(b > 0 and not a > 0 for b, a in pairs) and any(a > 0 and not b > 0 for b, a in pairs)):
+                raise ValueError(f"job setting layout_closed_s: the change at {at:g} s does not retire partitions "
+                                 f"for others (a re-shard): set its closing to 0")
+
     def layouts(self) -> list[tuple[float, tuple[float, ...]]]:
         """(from second, each partition's share) for every layout of the run, the first from 0."""
         return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
 
-    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool]]:
-        """Each layout change as (second, shares, wait before it, restarts)."""
+    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float]]:
+        """Each layout change as (second, shares, wait before it, restarts, its parents' closing)."""
         count = len(self.layout_changes_s)
         return list(zip(self.layout_changes_s, self.layout_weights, self.layout_waits_s or (0.0,) * count,
-                        self.layout_restarts or (False,) * count, strict=True))
+                        self.layout_restarts or (False,) * count, self.layout_closed_s or (0.0,) * count,
+                        strict=True))
 
     def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
         """This job on the partitions `weights` gives a share to, and their indexes here: what
@@ -285,19 +315,21 @@ class JobModel:
         return replace(self, partitions=len(members), partition_weights=pick(weights),
                        hot_share_table_measured=pick(self.hot_share_table_measured),
                        hot_shares_known_at_start=pick(self.hot_shares_known_at_start),
-                       layout_changes_s=(), layout_weights=(), layout_waits_s=(), layout_restarts=()), members
+                       layout_changes_s=(), layout_weights=(), layout_waits_s=(), layout_restarts=(),
+                       layout_closed_s=()), members
 
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout
         changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`, and where a change's
         new partitions waited `8 partitions, read 4, then 8 from 86 s (unread 26 s before it, then
-        a restart)`."""
+        a restart)`, or where a re-shard's parents closed before it `(its parents closed at 45 s)`."""
         if not self.layout_changes_s:
             return f"{self.partitions} partitions"
         sizes = [f"{sum(1 for w in self.partition_weights if w > 0)}"]
-        for at, weights, wait, restarts in self.layout_adoptions():
+        for at, weights, wait, restarts, closed in self.layout_adoptions():
             how = [f"unread {wait:.0f} s before it"] if wait else []
             how += ["then a restart" if wait else "a restart"] if restarts else []
+            how += [f"its parents closed at {closed:.0f} s"] if closed else []
             sizes.append(f"{sum(1 for w in weights if w > 0)} from {at:.0f} s" + (f" ({', '.join(how)})" if how else ""))
         return f"{self.partitions} partitions, read {', then '.join(sizes)}"
 

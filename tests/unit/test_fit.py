@@ -449,6 +449,22 @@ def test_an_expansion_is_fitted_as_a_growth_whose_new_partitions_waited_and_rest
                                       f"before it, then a restart)")
 
 
+@pytest.mark.parametrize("arrivals", [True, False])
+def test_a_reshards_parents_closing_is_fitted_from_its_childrens_first_records(arrivals):
+    """The split at 30 s is read at 31.2 s, the merge at 60 s from 62 s: the children are not
+    processed before their parents are done (`JobModel.layout_closed_s`). From the children's
+    first records' own times, else walked back from what they held at their first reading (a
+    pipeline since session 58 counts them under their parent until then)."""
+    series = resharded_series(children_read_at=40.0, counted_under_parent=True)
+    if not arrivals:
+        del series[ARRIVALS]
+    job = fitted_run(series, START, START + 90).job
+    assert job.layout_changes_s == pytest.approx((40.0, 62.0))
+    assert job.layout_closed_s == pytest.approx((30.0, 60.0), abs=1)
+    assert job.layout_waits_s == () and job.layout_restarts == ()
+    assert f"then 3 from 40 s (its parents closed at {job.layout_closed_s[0]:.0f} s)" in job.partitions_words()
+
+
 def test_a_reshard_neither_waits_nor_restarts_and_a_fitted_expansion_writes_a_trace_that_keeps_both(tmp_path):
     assert fitted_run(resharded_series(), START, START + 90).job.layout_waits_s == ()
     fitted = fitted_run(expanded_series(), START, START + 60)

@@ -379,6 +379,15 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
      "layout_waits_s = [5.0]", "the change at 30 s takes partitions away, and only a growth .* can wait: set its wait to 0"),
     ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
      "layout_restarts = [1]", r"job setting layout_restarts needs one boolean \(true or false\) per layout change"),
+    ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
+     "layout_weights = [[0, 1, 1]]\nlayout_closed_s = [inf]",
+     r"job setting layout_closed_s needs one finite second >= 0 per layout change \(1; 0: none\), not \(inf,\)"),
+    ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
+     "layout_weights = [[0, 1, 1]]\nlayout_closed_s = [40.0]",
+     "the change at 30 s retires partitions closed at 40 s, which must lie from 0 s .* to 30 s"),
+    ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
+     "layout_weights = [[1, 1, 1]]\nlayout_closed_s = [20.0]",
+     r"the change at 30 s does not retire partitions for others \(a re-shard\): set its closing to 0"),
 ])
 def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
     """A text or fractional number was a comparison error or a TypeError from deep in the run;
@@ -1113,6 +1122,80 @@ def test_after_a_change_the_daemon_sees_the_new_layouts_partitions_each_from_the
     # backlog and its oldest record's age hold (children from zero would have caught up)
     assert run.lag_records[99] == pytest.approx(10_000) and run.lag_records[-1] == pytest.approx(10_000)
     assert run.lag_seconds[99] == pytest.approx(50, abs=1) and run.lag_seconds[-1] == pytest.approx(50, abs=1)
+
+
+def _split(closed: float, children: int = 2, read: float = 300.0) -> JobModel:
+    """One partition, then `children` (a split) read from `read` s, its last record taken at
+    `closed`."""
+    after = (0.0, *[1.0 / children] * children)
+    return JobModel(partitions=children + 1, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                    partition_weights=(1.0, *[0.0] * children), layout_changes_s=(read,),
+                    layout_weights=(after,), layout_closed_s=(closed,) if closed else ())
+
+
+def test_a_closed_parents_children_wait_unread_until_the_layout_reads_them():
+    """80/s where a task does 100/s: the job keeps up. The parent closes at 300 s and its children
+    are read from 330 s (the pipeline reads a child once its parent is done): their 30 s of
+    records (2,400) wait, counted as the parent's backlog, the oldest 30 s old, then drain at
+    200 - 80 = 120/s. Without the closing the parent read them as they came."""
+    load = workloads.constant(80, seconds=600, noise=0)
+    run = simulate(load, _split(300.0, read=330.0), Fixed(1), tick_s=15)
+    assert run.lag_records[299] == pytest.approx(0, abs=1)
+    assert run.lag_records[329] == pytest.approx(2_400) and run.lag_seconds[329] == pytest.approx(30)
+    assert run.lag_records[339] == pytest.approx(2_400 - 10 * 120)
+    assert run.lag_records[360:].max() == pytest.approx(0, abs=1)
+    assert simulate(load, _split(0.0, read=330.0), Fixed(1), tick_s=15).lag_records.max() == pytest.approx(0, abs=1)
+
+
+def test_a_splits_children_go_through_their_parents_backlog_at_its_pace_before_their_own():
+    """150/s where a partition's task does 100/s: 15,000 records behind at the split (300 s).
+    The real parent takes them at its pace (150 s) while its children take input unread (seed
+    003: children after parents), then the children, twice its pace, catch up on 22,500
+    records whose oldest is 150 s old. Read at their own pace from the parent's position, the
+    backlog drained from the split at 50/s and the age never rose past 100 s (run u2's replay,
+    its peak 0.72 of the real lag's)."""
+    load = workloads.constant(150, seconds=1200, noise=0)
+    run = simulate(load, _split(300.0), Fixed(1), tick_s=15)
+    at_once = simulate(load, _split(0.0), Fixed(1), tick_s=15)
+    assert run.lag_records[299] == pytest.approx(15_000)
+    assert run.lag_records[449] == pytest.approx(22_500) and run.lag_seconds[449] == pytest.approx(150)
+    assert run.lag_records[-1] == pytest.approx(0, abs=1)
+    assert at_once.lag_records[449] == pytest.approx(7_500) and at_once.lag_seconds.max() < 101
+
+
+def test_in_batches_a_splits_children_keep_their_parents_pace_until_its_last_record():
+    """The same in the pipeline's micro-batches (a batch's fixed cost and commit included): up to
+    the input at the split, the children's backlog is what the parent's would have been had it
+    kept all the input, as it takes them at its own pace; past it their own pace shows."""
+    load = workloads.constant(150, seconds=1200, noise=0)
+    batched = {"batch_seconds": 1.0}
+    run = simulate(load, dataclasses.replace(_split(300.0), **batched), Fixed(1), tick_s=15)
+    kept = JobModel(partitions=1, process_seconds=0.01, process_cv=0.0, **batched)
+    one = simulate(load, kept, Fixed(1), tick_s=15)
+    at_once = simulate(load, dataclasses.replace(_split(0.0), **batched), Fixed(1), tick_s=15)
+    assert run.lag_records[300:600] == pytest.approx(one.lag_records[300:600], rel=0.01)
+    assert run.lag_seconds[300:600] == pytest.approx(one.lag_seconds[300:600], abs=1)
+    assert at_once.lag_records[599] < 0.7 * run.lag_records[599]
+    # twice the pace once past it (the input outruns both: it grows, and slower)
+    assert run.lag_records[-1] - run.lag_records[-201] < 0.5 * (run.lag_records[599] - run.lag_records[399])
+
+
+def test_a_merges_child_goes_through_both_parents_backlogs_at_their_pace():
+    """250/s over two partitions whose tasks do 100/s each: 15,000 behind at the merge (300 s),
+    when the input falls to 50/s. The parents take their backlog at 200/s, both at once (75 s),
+    while their child (one task, 100/s) takes input unread; then it catches up. At one task's
+    pace the child would take 150 s to get through them."""
+    job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   partition_weights=(0.5, 0.5, 0.0), layout_changes_s=(300.0,),
+                   layout_weights=((0.0, 0.0, 1.0),), layout_closed_s=(300.0,))
+    load = workloads.step(before=250, after=50, at=300, seconds=900, noise=0)
+    run = simulate(load, job, Fixed(1), tick_s=15)
+    # 15,000 behind at the merge, taken at both parents' 200/s (75 s) while 50/s comes in
+    assert run.lag_records[299] == pytest.approx(15_000, rel=0.01)
+    assert run.lag_records[374] == pytest.approx(75 * 50, rel=0.05)
+    assert run.lag_seconds[374] == pytest.approx(75, abs=2)
+    alone = simulate(load, dataclasses.replace(job, layout_closed_s=()), Fixed(1), tick_s=15)
+    assert alone.lag_records[374] > 2 * run.lag_records[374]  # at one task's pace: 150 s to get through
 
 
 def test_a_trace_with_layout_changes_loads_them_and_the_simulate_command_names_them(tmp_path, capsys):
