@@ -861,7 +861,9 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
     relayouts = _layout_events(job, lead, tick)
     # a tick that sees a partition's first reading alone holds (the daemon's input query needs
     # two): run l2's ticks 0.6 and 1.0 s after its children were first read did, u2's 1.6 s after
-    # did not; the second reading shows about a probe and half a scrape after the first
+    # did not; the second reading shows about a probe and half a scrape after the first. So does
+    # one up to a probe before it: the pipeline wrote the layout to Redis first, and the tick
+    # found no reading of its new partitions (run u4's tick 0.8 s before: "no lag_records")
     joins = _joins(job)
     joining = JOINED_READ_S + job.scrape_interval_s / 2
     actuations = 0  # rescales and restarting adoptions: the run measured each one's restart
@@ -921,7 +923,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 else:
                     backoff = Backoff()  # a completed rescale clears it
             if target == factor and not adopted:
-                if now - expanded < model.window or any(0 <= now - at < joining for at in joins):
+                if now - expanded < model.window or any(-JOINED_READ_S <= now - at < joining for at in joins):
                     continue  # its input window spans the expansion, or a partition was read once: the
                     # real tick holds (`tick.py`, `evaluator.py`)
                 observation = model.observe(block, k, factor, now, max(0.0, now - last_rescale))

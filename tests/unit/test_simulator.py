@@ -1275,7 +1275,10 @@ def test_a_tick_that_sees_a_joined_partitions_first_reading_alone_holds():
     """The daemon's input query needs two readings of a partition; the probe reads about once a
     second, the second shows half a scrape later. Run l2's ticks 0.6 and 1.0 s after its
     children's first reading held ("read once so far"), u2's 1.6 s after did not; the replay's
-    daemon holds the same ticks."""
+    daemon holds the same ticks. So did run u4's 0.8 s before it: the pipeline had written the
+    layout to Redis, and the tick found no reading of the children ("no lag_records"); the
+    replay had scaled 4 -> 8 there, on the two shards before the split, where the real daemon
+    waited and held on three."""
     def ticks_after(at: float) -> set[float]:
         job = JobModel(partitions=3, process_seconds=0.01, process_cv=0.0, batch_seconds=0, scrape_interval_s=1.0,
                        partition_weights=(1.0, 0.0, 0.0), layout_changes_s=(at,), layout_weights=((0.0, 0.5, 0.5),))
@@ -1283,6 +1286,7 @@ def test_a_tick_that_sees_a_joined_partitions_first_reading_alone_holds():
         simulate(workloads.constant(50, seconds=300, noise=0), job, watch, tick_s=15)
         return set(watch.seen)
     assert 150.0 not in ticks_after(149.0) and {135.0, 165.0} <= ticks_after(149.0)
+    assert 150.0 not in ticks_after(150.8) and 150.0 in ticks_after(151.2)
     assert 150.0 in ticks_after(148.4)
 
 
