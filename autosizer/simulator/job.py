@@ -148,11 +148,14 @@ class JobModel:
     # Per change (empty: 0 for each): the second the partitions it retires took their last record,
     # where it retires some and brings others (a Kinesis split or merge closes its parents; the
     # layout reads the children once the parents are read to their end, which can be some seconds
-    # later). The children are not processed before their parents are (seed 003): they continue
-    # the parents' queue at the parents' pace up to the input at this second, and at their own
-    # after. Without it the children took their parents' backlog at their own pace, twice the
-    # parent's after a split: run u2's replay peaked at 0.72 of the real lag (children 8 s old
-    # when their parent was done). 0: the children start from the layout's slowest queue.
+    # later). The children are not processed before their parents are (seed 003): the parents
+    # read nothing past the input at this second, the children read none of their own records
+    # before the change, and they continue the parents' queue at the parents' pace up to that
+    # input, at their own after. Without it the parents read their children's records as they
+    # came, and the children took the parents' backlog at their own pace, twice the parent's
+    # after a split: run u4's replay peaked at 0.65 of the real lag (u3's children, read 20 s
+    # after the split, were 21.7 s old by then). 0: the children start from the layout's slowest
+    # queue, at once.
     layout_closed_s: tuple[float, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
