@@ -49,17 +49,7 @@ class Evaluator:
         columns = {name: _partition_column(samples, name, index)
                    for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate")}
         if not problems:
-            read = {partition_of(labels) for labels, _ in samples.series.get("high_watermark", ())}
-            for name in REQUIRED:
-                missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
-                young = [tp for tp in missing if name == "input_rate" and tp in read]
-                if young:  # one reading so far: a rate needs two (run u1's merge child, a tick after it joined)
-                    whose = "its watermark was" if len(young) == 1 else "their watermarks were"
-                    problems.append(f"no input_rate for {_names(young)} yet: {whose} read once so far "
-                                    "(joined the layout: a re-shard or an expansion); the next tick reads it")
-                if set(missing) - set(young):
-                    problems.append(f"no {name} for {_names([tp for tp in missing if tp not in young])}: "
-                                    "is Prometheus scraping the pipeline's /metrics?")
+            problems += _missing(columns, partitions, layout, samples)
         processed = columns["processed_rate"]
         processed[np.isnan(processed)] = 0.0  # no task processed anything there in the window
         seconds = columns["lag_seconds"]
@@ -195,6 +185,38 @@ def _restart_downtime(samples: Samples, journaled: float | None) -> float:
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:
     values = [v for _, v in series if math.isfinite(v)]
     return max(values) if values else None
+
+
+def _missing(columns: dict[str, np.ndarray], partitions: list[TopicPartition], layout: Layout,
+             samples: Samples) -> list[str]:
+    """Why a partition cannot be sized, each reason once. A partition that joined the layout (a
+    re-shard's child, an expansion's new partition) has no series until the pipeline's probe has
+    read it, and none for a rate until it read it twice: the tick holds and says so. Runs u3 and
+    u4 held "is Prometheus scraping the pipeline's /metrics?" for a split's children 0.8 s before
+    and 0.3 s after their first reading, while every other partition's series were there."""
+    read = {partition_of(labels) for labels, _ in samples.series.get("high_watermark", ())}
+    joined = set(layout.parents) | {(b.topic, b.partition) for b in layout.barriers}
+    found, unread = [], {}
+    for name in REQUIRED:
+        missing = [partitions[i] for i in np.flatnonzero(np.isnan(columns[name]))]
+        young = [tp for tp in missing if name == "input_rate" and tp in read]
+        if young:  # one reading so far: a rate needs two (run u1's merge child, a tick after it joined)
+            whose = "its watermark was" if len(young) == 1 else "their watermarks were"
+            found.append(f"no input_rate for {_names(young)} yet: {whose} read once so far "
+                         "(joined the layout: a re-shard or an expansion); the next tick reads it")
+        # the others' series are there: Prometheus scrapes the pipeline, which has not read these yet
+        new = tuple(tp for tp in missing if tp not in young and tp in joined and len(missing) < len(partitions))
+        if new:
+            unread.setdefault(new, []).append(name)
+        rest = [tp for tp in missing if tp not in young and tp not in new]
+        if rest:
+            found.append(f"no {name} for {_names(rest)}: is Prometheus scraping the pipeline's /metrics?")
+    for new, names in unread.items():
+        it = "it" if len(new) == 1 else "them"
+        found.append(f"no {' or '.join(names)} for {_names(list(new))} yet: {'it' if len(new) == 1 else 'they'} "
+                     f"joined the layout (a re-shard or an expansion) and the pipeline's probe has not read {it} "
+                     f"so far; the next tick reads {it} (if not, see the pipeline's log)")
+    return found
 
 
 def _names(partitions: list[TopicPartition]) -> str:

@@ -15,6 +15,7 @@ from autosizer.controller.config import ConfigError, load_config
 from autosizer.controller.evaluator import Evaluator
 from autosizer.controller.overrides import parse
 from autosizer.elasticity import FACTORS, Layout
+from autosizer.elasticity.layout import Barrier
 from autosizer.policies.base import Decision
 from autosizer.policies.guards import Guards
 
@@ -169,6 +170,30 @@ def test_a_partition_without_lag_makes_the_observation_partial():
         samples(lag_records=[({"topic": "orders", "partition": "0"}, 1.0)]), LAYOUT)
     assert not evaluation.observation.complete
     assert evaluation.problems == ["no lag_records for orders[1]: is Prometheus scraping the pipeline's /metrics?"]
+
+
+def test_partitions_that_joined_the_layout_and_are_not_read_yet_hold_saying_so():
+    """Runs u3 and u4: the daemon's tick found a split's children in the layout before the
+    pipeline's probe had read them, and held asking whether Prometheus scraped the pipeline,
+    whose other partitions' series were all there. A partition outside any re-shard or
+    expansion, or every partition missing, still names the scrape."""
+    grown = Layout(topics={"orders": 4}, initial_partitions={"orders": 2}, factor=2,
+                   barriers=(Barrier("orders", 2, 0, 100), Barrier("orders", 3, 1, 100)))
+    evaluation = Evaluator().evaluate(samples(), grown)
+    assert not evaluation.observation.complete
+    assert evaluation.problems == [
+        "no lag_records or input_rate for orders[2], orders[3] yet: they joined the layout (a re-shard or an "
+        "expansion) and the pipeline's probe has not read them so far; the next tick reads them (if not, see "
+        "the pipeline's log)"]
+    lost = samples(lag_records=[({"topic": "orders", "partition": str(p)}, 1.0) for p in (1, 2, 3)],
+                   input_rate=[({"topic": "orders", "partition": str(p)}, 1.0) for p in (0, 1, 3)])
+    assert Evaluator().evaluate(lost, grown).problems == [
+        "no lag_records for orders[0]: is Prometheus scraping the pipeline's /metrics?",
+        "no input_rate for orders[2] yet: it joined the layout (a re-shard or an expansion) and the pipeline's "
+        "probe has not read it so far; the next tick reads it (if not, see the pipeline's log)"]
+    nothing = Evaluator().evaluate(samples(lag_records=[], input_rate=[]), grown)
+    assert nothing.problems == [f"no {name} for orders[0], orders[1], orders[2], orders[3]: is Prometheus scraping "
+                                "the pipeline's /metrics?" for name in ("lag_records", "input_rate")]
 
 
 def test_collection_problems_pass_through_as_they_are():
