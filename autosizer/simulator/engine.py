@@ -304,10 +304,24 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, pace, stop, lift):  # pragma: no cover
+def _barrier_passed(x, arrivals, role, barrier):  # pragma: no cover
+    """Whether every queue of the partitions whose `role` is 1 (an expansion's parents) has
+    processed its input up to the `barrier` position, which the partitions whose role is 2 (the
+    new ones) wait for."""
+    for p in range(arrivals.shape[0]):
+        for q in range(2):
+            if role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < barrier - 1e-9:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, pace, stop, lift, role,
+           barrier):  # pragma: no cover
     """A continuous job: per second and queue, processing up to its capacity (Lindley); up to
-    `mark` (a position per partition) at `pace` times it, and nothing past `stop` before `lift`
-    (absolute seconds)."""
+    `mark` (a position per partition) at `pace` times it, nothing past `stop` before `lift`
+    (absolute seconds), and nothing of a partition whose `role` is 2 before those whose role is 1
+    passed the `barrier` (`_barrier_passed`)."""
     partitions = arrivals.shape[0]
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
@@ -316,9 +330,10 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, p
         k = s // tick
         if s >= down_s:
             c = cum[t0 + s + 1]
+            passed = _barrier_passed(x, arrivals, role, barrier)
             for p in range(partitions):
                 for q in range(2):
-                    if arrivals[p, q] > 0:
+                    if arrivals[p, q] > 0 and (passed or role[p] != 2):
                         until = min(c, stop[p]) if t0 + s < lift[p] else c
                         slow = arrivals[p, q] * max(0.0, min(until, mark[p]) - x[p, q])
                         ready = arrivals[p, q] * max(0.0, until - x[p, q])
@@ -331,7 +346,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, p
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead, mark, pace, stop, lift):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, mark, pace, stop, lift, role,
+             barrier):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
@@ -347,7 +363,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     each second's end the last committed batch's duration, trigger to commit (NaN before one);
     and where the next batch starts, from the block's end (`_Block.resume_s`).
     A queue behind its partition's `mark` goes at `pace` times its capacity up to it (`_served`),
-    and none reads past its partition's `stop` in a batch that starts before its `lift`."""
+    and none reads past its partition's `stop` in a batch that starts before its `lift`; an
+    expansion's new partitions (`role` 2) join a batch planned once their parents passed the
+    `barrier` (the pipeline's read plan)."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -371,11 +389,13 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start)
         work, admitted, full = 0.0, 0.0, False
+        passed = _barrier_passed(x, arrivals, role, barrier)
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
             span *= max(1.0, pace[p]) if slowest < mark[p] else 1.0
             limit = stop[p] if t0 + start < lift[p] else np.inf
+            limit = limit if passed or role[p] != 2 else slowest
             end = min(c, limit, slowest + span / max(weights[p], 1e-12))
             for q in range(2):
                 done[p, q], took[p, q] = 0.0, 0.0
@@ -496,6 +516,10 @@ class _Model:
         self.pace = np.ones(len(members))
         self.stop = np.full(len(members), np.inf)
         self.lift = np.full(len(members), np.inf)
+        # an adopted expansion's new partitions (role 2) are not read before every partition it
+        # kept (role 1) passed the barrier, the input at the adoption (`relayout`)
+        self.role = np.zeros(len(members), dtype=np.int8)
+        self.barrier = -np.inf
 
     def hold(self, weights: tuple[float, ...]) -> None:
         """A growth's new partitions take their shares of the input from here (`weights`, the
@@ -522,7 +546,7 @@ class _Model:
         """The topic's cumulative input at `second` (lead-in counted): a position."""
         return float(np.interp(second, np.arange(self.cum.size), self.cum))
 
-    def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray,
+    def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: int | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
@@ -533,7 +557,12 @@ class _Model:
         partitions' pace up to the input at `closed` (`_Model.pace`), and their own records from
         `read_at` on (the layout's change falls in the tick before it): a parent with a backlog
         and no more input has no queue of its own here (each queue is a share of the topic's
-        input), and its children are not read before it is done. Returns the new positions."""
+        input), and its children are not read before it is done. Where it retires none (a Kafka
+        expansion, adopted at second `at`), the new ones are not read before every partition kept
+        has processed the input up to `at` (the barrier: the pipeline plans a child into a batch
+        only then; run e6's first batch after the adoption read the parents alone and committed
+        0.7 s after the restart, where a replay that read the children's 26 s of records in it
+        committed 3.1 s after). Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
@@ -552,6 +581,9 @@ class _Model:
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
+        if new and not retired:  # a growth
+            self.role = np.array([2 if p in new else 1 for p in members], dtype=np.int8)
+            self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
     def arrivals(self, factor: int) -> np.ndarray:
@@ -582,19 +614,19 @@ class _Model:
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0,
-                self.mark, self.pace, self.stop, self.lift)
+                self.mark, self.pace, self.stop, self.lift, self.role, self.barrier)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, self.mark, self.pace, self.stop, self.lift)
+                job.run_ahead, self.mark, self.pace, self.stop, self.lift, self.role, self.barrier)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s, self.mark, self.pace,
-                self.stop, self.lift)
+                self.stop, self.lift, self.role, self.barrier)
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
@@ -885,7 +917,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             elif event.close:
                 model.close(event.weights, event.closed)
             else:
-                x = model.relayout(job, event.weights, x, event.held_from, event.closed, event.read_at)
+                x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
+                                   read_at=event.read_at)
         end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))

@@ -1254,6 +1254,21 @@ def test_an_expansions_new_partitions_wait_unread_until_adopted_and_their_input_
     assert read_at_once.lag_seconds.max() < 10
 
 
+def test_an_expansions_new_partitions_are_not_read_before_their_parents_pass_the_barrier():
+    """300/s over two partitions whose tasks do 100/s each. Producers move half the keys at 500 s;
+    at the adoption (600 s, the barrier) the parents still hold 20,000 records, which they take
+    at 200/s from the restart's end (605 s): they pass it at 705 s. The pipeline plans a new
+    partition into a batch only then, so the new partitions' 150/s piles up unread until it;
+    read from the restart, they would have drained 50/s from 605 s. Run e6's first batch after
+    its adoption read the parents alone and committed 0.6 s after the restart; the replay that
+    read the children in it committed 3.1 s after, and its scale-down came a tick late."""
+    run = simulate(workloads.constant(300, seconds=1200, noise=0), _grown(100.0), Fixed(1), tick_s=15)
+    assert run.lag_records[599] == pytest.approx(20_000, rel=0.03)  # the children's records count as input only
+    parents, children = 20_750 - 50 * (703 - 604), 15_750 + 150 * (703 - 604)
+    assert run.lag_records[703] == pytest.approx(parents + children, rel=0.02)
+    assert run.lag_records[800] < run.lag_records[706]  # four tasks for 300/s from 705 s
+
+
 def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale():
     """The adoption's tick restarts the query (5 s measured) instead of asking the policy, and
     the daemon's cooldown counts from its end (run e1: its scale-down waited the cooldown from
