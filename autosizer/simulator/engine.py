@@ -561,7 +561,7 @@ class _Model:
         expansion, adopted at second `at`), the new ones are not read before every partition kept
         has processed the input up to `at` (the barrier: the pipeline plans a child into a batch
         only then; run e6's first batch after the adoption read the parents alone and committed
-        0.7 s after the restart, where a replay that read the children's 26 s of records in it
+        0.6 s after the restart, where a replay that read the children's 26 s of records in it
         committed 3.1 s after). Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
