@@ -540,11 +540,7 @@ class _Model:
         parent drained by 61 s, its children first read at 65 s, their records 21.7 s old by
         then)."""
         shares = np.asarray(weights, dtype=np.float64)[self.members]
-        self.stop = np.where(shares > 0, self.stop, self._position_at(closed))
-
-    def _position_at(self, second: float) -> float:
-        """The topic's cumulative input at `second` (lead-in counted): a position."""
-        return float(np.interp(second, np.arange(self.cum.size), self.cum))
+        self.stop = np.where(shares > 0, self.stop, _cum_at(self.cum, self.rate, closed))
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: int | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
@@ -577,7 +573,7 @@ class _Model:
         if closed is not None and new and retired:
             parents = active[retired]
             start = float(parents.min()) if np.isfinite(parents).any() else start
-            mark = self._position_at(closed)
+            mark = float(_cum_at(self.cum, self.rate, closed))
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
