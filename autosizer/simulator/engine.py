@@ -163,7 +163,26 @@ def _positive_area(f0, f1, dt):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _backlog_area(cum, rate, t0, arrivals, x, a, b):  # pragma: no cover
+def _records(arrivals, x, c, dense):  # pragma: no cover
+    """The records a queue holds from position x up to c (negative below x): `arrivals` a unit of
+    the topic's input, and `dense[0]` times that below position `dense[1]` (a partition whose
+    producers moved keys away kept the records it had then: `_Model.hold`)."""
+    return arrivals * (c - x) + arrivals * (dense[0] - 1.0) * max(0.0, min(c, dense[1]) - x)
+
+
+@njit(cache=True, nogil=True)
+def _advance(arrivals, x, done, dense):  # pragma: no cover
+    """The position after `done` records from x (`_records`' inverse)."""
+    if x < dense[1] and dense[0] != 1.0:
+        before = arrivals * dense[0] * (dense[1] - x)
+        if done <= before:
+            return x + done / (arrivals * dense[0])
+        return dense[1] + (done - before) / arrivals
+    return x + done / arrivals
+
+
+@njit(cache=True, nogil=True)
+def _backlog_area(cum, rate, t0, arrivals, x, a, b, dense):  # pragma: no cover
     """The backlog at positions x, integrated over [a, b] (seconds of the block, within one
     second: arrivals are even there)."""
     if b <= a:
@@ -173,7 +192,8 @@ def _backlog_area(cum, rate, t0, arrivals, x, a, b):  # pragma: no cover
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += arrivals[p, q] * _positive_area(ca - x[p, q], cb - x[p, q], b - a)
+                total += _positive_area(_records(arrivals[p, q], x[p, q], ca, dense[p]),
+                                        _records(arrivals[p, q], x[p, q], cb, dense[p]), b - a)
     return total
 
 
@@ -239,7 +259,7 @@ def _mean_age(s, t0, arrived, before, committed, sawtooth):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma: no cover
+def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense):  # pragma: no cover
     """The end of second s of the block: backlog, and the age of the oldest unprocessed record
     (the slowest queue's position: the lowest position holds the oldest record)."""
     now = t0 + s + 1
@@ -249,7 +269,7 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds):  # pragma:
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += arrivals[p, q] * max(0.0, c - x[p, q])
+                total += max(0.0, _records(arrivals[p, q], x[p, q], c, dense[p]))
         oldest = min(oldest, _oldest(arrivals, x, p, c))
     lag_records[s] = total
     lag_seconds[s] = _age(cum, rate, now, c, oldest)
@@ -268,17 +288,18 @@ def _buffers(seconds, tick, partitions):  # pragma: no cover
 
 @njit(cache=True, nogil=True)
 def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
-            x_drained, flight):  # pragma: no cover
+            x_drained, flight, dense):  # pragma: no cover
     """Sample the end of second s; when it ends a tick, keep the positions (and where the batch in
     flight, `flight` records per queue, takes them) and each partition's oldest unprocessed
     record's age (its slowest queue with input holds that record)."""
-    arrived = _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds)
+    arrived = _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense)
     if (s + 1) % tick == 0:
         k = s // tick
         x_end[k] = x
         for p in range(arrivals.shape[0]):
             for q in range(2):
-                x_drained[k, p, q] = x[p, q] + (flight[p, q] / arrivals[p, q] if flight[p, q] > 0 else 0.0)
+                x_drained[k, p, q] = _advance(arrivals[p, q], x[p, q], flight[p, q], dense[p]) \
+                    if flight[p, q] > 0 else x[p, q]
         now = t0 + s + 1
         c = _cum_at(cum, rate, now)
         for p in range(arrivals.shape[0]):
@@ -317,7 +338,7 @@ def _barrier_passed(x, arrivals, role, barrier):  # pragma: no cover
 
 @njit(cache=True, nogil=True)
 def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, pace, stop, lift, role,
-           barrier):  # pragma: no cover
+           barrier, dense):  # pragma: no cover
     """A continuous job: per second and queue, processing up to its capacity (Lindley); up to
     `mark` (a position per partition) at `pace` times it, nothing past `stop` before `lift`
     (absolute seconds), and nothing of a partition whose `role` is 2 before those whose role is 1
@@ -335,19 +356,19 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, p
                 for q in range(2):
                     if arrivals[p, q] > 0 and (passed or role[p] != 2):
                         until = min(c, stop[p]) if t0 + s < lift[p] else c
-                        slow = arrivals[p, q] * max(0.0, min(until, mark[p]) - x[p, q])
-                        ready = arrivals[p, q] * max(0.0, until - x[p, q])
+                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, mark[p]), dense[p]))
+                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, dense[p]))
                         done, _ = _served(ready, slow, capacity[k, p, q], pace[p], 1.0)
                         processed[k, p, q] += done
-                        x[p, q] += done / arrivals[p, q]
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle)
+                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, dense[p])
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle, dense)
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
              batch_s, overhead_s, latency_s, trigger_s, run_ahead, mark, pace, stop, lift, role,
-             barrier):  # pragma: no cover
+             barrier, dense):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
@@ -401,9 +422,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 done[p, q], took[p, q] = 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
                     continue
-                ready = arrivals[p, q] * max(0.0, end - x[p, q])
+                ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense[p]))
                 admitted += ready
-                slow = arrivals[p, q] * max(0.0, min(end, mark[p]) - x[p, q])
+                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, mark[p]), dense[p]))
                 done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], pace[p], batch_s)
                 full = full or done[p, q] < ready - 1e-9
                 work = max(work, took[p, q])
@@ -421,9 +442,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                     flight[p, q] = done[p, q] * min(1.0, elapsed / took[p, q]) if elapsed > 0 and took[p, q] > 0 \
                         else 0.0
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
-                              x_drained, flight)
+                              x_drained, flight, dense)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
-            backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+            backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, dense)
             duration[s] = last
             area, since = 0.0, s + 1.0
             if full_before and (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain comes
@@ -439,19 +460,19 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             saturated = commit
         full_before = full
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
-        area += _backlog_area(cum, rate, t0, arrivals, x, since, commit)  # second s up to the commit
+        area += _backlog_area(cum, rate, t0, arrivals, x, since, commit, dense)  # second s up to the commit
         since, last = commit, commit - start
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
-                    x[p, q] += done[p, q] / arrivals[p, q]
+                    x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], dense[p])
                     processed[kc, p, q] += done[p, q]
         start = max(finished, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
         arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
-                          idle)
+                          idle, dense)
         lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
-        backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0)
+        backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, dense)
         duration[s] = last
         area, since = 0.0, s + 1.0
         s += 1
@@ -520,16 +541,24 @@ class _Model:
         # kept (role 1) passed the barrier, the input at the adoption (`relayout`)
         self.role = np.zeros(len(members), dtype=np.int8)
         self.barrier = -np.inf
+        # per partition (times, below): its records up to that position count that many times its
+        # share of the topic's input (`hold`)
+        self.dense = np.tile(np.array([1.0, -np.inf]), (len(members), 1))
 
-    def hold(self, weights: tuple[float, ...]) -> None:
-        """A growth's new partitions take their shares of the input from here (`weights`, the
-        layout to come) and nobody reads them until it is adopted (`relayout`): the layout's
-        queues take what is left, and the daemon reads each new partition's input under its
-        parent, as the pipeline counts it (`topology.waiting_under`). A queue keeps its position:
-        its backlog shrinks with its share, its oldest record's age stays (a job that keeps up
-        has little to lose)."""
+    def hold(self, weights: tuple[float, ...], since: float) -> None:
+        """A growth's new partitions take their shares of the input from second `since` (lead-in
+        counted; `weights`, the layout to come) and nobody reads them until it is adopted
+        (`relayout`): the layout's queues take what is left, and the daemon reads each new
+        partition's input under its parent, as the pipeline counts it (`topology.waiting_under`).
+        A queue keeps its position and the records it had then (`dense`): until session 60 its
+        backlog shrank with its share (run e8, grown while 5.7 s behind: the replay's step
+        drained 4 s early, its adoption 2.5 s early). This is applied from the tick boundary
+        before `since`, where the records between still count whole."""
         shares = np.asarray(weights, dtype=np.float64)
+        before = self.weights
         self.weights = (shares / shares.sum())[self.members]
+        ratio = np.divide(before, self.weights, out=np.ones_like(before), where=self.weights > 0)
+        self.dense = np.stack([ratio, np.full(len(ratio), _cum_at(self.cum, self.rate, since))], axis=1)
 
     def close(self, weights: tuple[float, ...], closed: float) -> None:
         """The partitions the layout `weights` retires took their last record at second `closed`
@@ -543,7 +572,7 @@ class _Model:
         self.stop = np.where(shares > 0, self.stop, _cum_at(self.cum, self.rate, closed))
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
-                 held_from: int | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
+                 held_from: float | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
@@ -565,7 +594,8 @@ class _Model:
         kept = dict(zip(old, x, strict=True))
         # each partition's (mark, pace, stop, lift); one that stays keeps its pace to its mark
         held = {p: (m, pace, np.inf, np.inf) for p, m, pace in zip(old, self.mark, self.pace, strict=True)}
-        start = slowest if held_from is None else float(self.cum[held_from])
+        start = slowest if held_from is None else float(_cum_at(self.cum, self.rate, held_from))
+        dense = dict(zip(old, self.dense.tolist(), strict=True))  # a kept partition keeps what it had
         self._use(*base.in_layout(weights))
         members = self.members.tolist()
         new = [p for p in members if p not in kept]
@@ -577,6 +607,7 @@ class _Model:
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
+        self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
         if new and not retired:  # a growth
             self.role = np.array([2 if p in new else 1 for p in members], dtype=np.int8)
             self.barrier = float(self.cum[at])
@@ -610,22 +641,24 @@ class _Model:
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0,
-                self.mark, self.pace, self.stop, self.lift, self.role, self.barrier)
+                self.mark, self.pace, self.stop, self.lift, self.role, self.barrier, self.dense)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, self.mark, self.pace, self.stop, self.lift, self.role, self.barrier)
+                job.run_ahead, self.mark, self.pace, self.stop, self.lift, self.role, self.barrier, self.dense)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s, self.mark, self.pace,
-                self.stop, self.lift, self.role, self.barrier)
+                self.stop, self.lift, self.role, self.barrier, self.dense)
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
-        lag_end = arrivals * np.maximum(0.0, self.cum[now][:, None, None] - x_end)
+        c = self.cum[now][:, None, None]
+        times, below = self.dense[None, :, 0, None], self.dense[None, :, 1, None]  # `_records`, vectorised
+        lag_end = arrivals * (np.maximum(0.0, c - x_end) + (times - 1.0) * np.maximum(0.0, np.minimum(c, below) - x_end))
         if backlog_mean is None:  # a continuous job has no teeth: each second's end is its mean
             backlog_mean = lag_records
         if self.age:
@@ -812,7 +845,7 @@ class _LayoutEvent:
     at: int
     weights: tuple[float, ...]
     hold: bool = False
-    held_from: int | None = None
+    held_from: float | None = None  # when its new partitions began to take records (lead-in counted)
     restarts: bool = False
     closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
@@ -826,11 +859,12 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
         adopt = lead + math.floor(at / tick) * tick
         held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
         if held < adopt:
-            events.append(_LayoutEvent(held, weights, hold=True))
+            events.append(_LayoutEvent(held, weights, hold=True, held_from=lead + at - wait))
         if closed:
             events.append(_LayoutEvent(lead + math.floor(closed / tick) * tick, weights, close=True,
                                        closed=lead + closed))
-        events.append(_LayoutEvent(adopt, weights, held_from=held if held < adopt else None, restarts=restarts,
+        events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
+                                   restarts=restarts,
                                    closed=lead + closed if closed else None, read_at=lead + at))
     return events
 
@@ -909,7 +943,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
         while relayouts and relayouts[0].at <= t:
             event = relayouts.pop(0)
             if event.hold:
-                model.hold(event.weights)
+                model.hold(event.weights, event.held_from)
             elif event.close:
                 model.close(event.weights, event.closed)
             else:

@@ -1252,21 +1252,29 @@ def test_an_expansions_new_partitions_wait_unread_until_adopted_and_their_input_
     assert run.lag_seconds[700:].max() < 306 and score(run).task_hours == pytest.approx(2 * 600 / 3600 + 4 * 600 / 3600)
     read_at_once = simulate(workloads.constant(100, seconds=1200, noise=0), _grown(0.0), Fixed(1), tick_s=15)
     assert read_at_once.lag_seconds.max() < 10
+    # keys moved at 307 s, inside a tick: the new partitions' records from then, not from the
+    # tick's start (their oldest was a tick older, run e8's peak 30.5 s against 26.6 s), and
+    # the parents' records between count whole, read as they came
+    mid_tick = simulate(workloads.constant(100, seconds=1200, noise=0), _grown(293.0), Fixed(1), tick_s=15)
+    assert mid_tick.lag_records[604] == pytest.approx(293 * 50 + 5 * 100)
+    assert mid_tick.lag_seconds[604] == pytest.approx(298, abs=1) and mid_tick.lag_records[300:600].max() < 1
 
 
 def test_an_expansions_new_partitions_are_not_read_before_their_parents_pass_the_barrier():
-    """300/s over two partitions whose tasks do 100/s each. Producers move half the keys at 500 s;
-    at the adoption (600 s, the barrier) the parents still hold 20,000 records, which they take
-    at 200/s from the restart's end (605 s): they pass it at 705 s. The pipeline plans a new
-    partition into a batch only then, so the new partitions' 150/s piles up unread until it;
-    read from the restart, they would have drained 50/s from 605 s. Run e6's first batch after
-    its adoption read the parents alone and committed 0.6 s after the restart; the replay that
-    read the children in it committed 3.1 s after, and its scale-down came a tick late."""
+    """300/s over two partitions whose tasks do 100/s each: 50,000 behind when producers move half
+    the keys (500 s). The parents keep those records (the replay had halved them with their
+    share: run e8's step drained 4 s early) and take 50/s net of them; at the adoption (600 s,
+    the barrier) they hold 45,000, which they take at 200/s from the restart's end (605 s): they
+    pass it at 830 s. The pipeline plans a new partition into a batch only then, so the new
+    partitions' 150/s piles up unread until it. Run e6's first batch after its adoption read the
+    parents alone and committed 0.6 s after the restart; the replay that read the children in it
+    committed 3.1 s after, and its scale-down came a tick late."""
     run = simulate(workloads.constant(300, seconds=1200, noise=0), _grown(100.0), Fixed(1), tick_s=15)
-    assert run.lag_records[599] == pytest.approx(20_000, rel=0.03)  # the children's records count as input only
-    parents, children = 20_750 - 50 * (703 - 604), 15_750 + 150 * (703 - 604)
-    assert run.lag_records[703] == pytest.approx(parents + children, rel=0.02)
-    assert run.lag_records[800] < run.lag_records[706]  # four tasks for 300/s from 705 s
+    assert run.lag_records[499] == pytest.approx(50_000)
+    assert run.lag_records[599] == pytest.approx(45_000)  # the children's records count as input only
+    parents, children = 45_750 - 50 * (803 - 604), 15_750 + 150 * (803 - 604)
+    assert run.lag_records[803] == pytest.approx(parents + children, rel=0.01)
+    assert run.lag_records[900] < run.lag_records[829]  # four tasks for 300/s from 830 s
 
 
 def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale():
