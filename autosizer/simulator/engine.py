@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -324,25 +325,31 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
     return done, done / capacity
 
 
+# What a layout change holds each partition to, per partition (the kernels read them; `_Model`
+# sets them): a re-shard's children go at `pace` times their capacity up to position `mark`
+# (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
+# never); an expansion's new partitions (`role` 2) wait for the kept ones (`role` 1) to pass
+# the `barrier` position; a held partition's records below position `dense[:, 1]` count
+# `dense[:, 0]` times its share (`_records`).
+_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense")
+
+
 @njit(cache=True, nogil=True)
-def _barrier_passed(x, arrivals, role, barrier):  # pragma: no cover
-    """Whether every queue of the partitions whose `role` is 1 (an expansion's parents) has
-    processed its input up to the `barrier` position, which the partitions whose role is 2 (the
+def _barrier_passed(x, arrivals, limits):  # pragma: no cover
+    """Whether every queue of the partitions whose role is 1 (an expansion's parents) has
+    processed its input up to the barrier position, which the partitions whose role is 2 (the
     new ones) wait for."""
     for p in range(arrivals.shape[0]):
         for q in range(2):
-            if role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < barrier - 1e-9:
+            if limits.role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < limits.barrier - 1e-9:
                 return False
     return True
 
 
 @njit(cache=True, nogil=True)
-def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, pace, stop, lift, role,
-           barrier, dense):  # pragma: no cover
-    """A continuous job: per second and queue, processing up to its capacity (Lindley); up to
-    `mark` (a position per partition) at `pace` times it, nothing past `stop` before `lift`
-    (absolute seconds), and nothing of a partition whose `role` is 2 before those whose role is 1
-    passed the `barrier` (`_barrier_passed`)."""
+def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits):  # pragma: no cover
+    """A continuous job: per second and queue, processing up to its capacity (Lindley), held to
+    its partition's `limits` (`_Limits`)."""
     partitions = arrivals.shape[0]
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
@@ -351,24 +358,25 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, mark, p
         k = s // tick
         if s >= down_s:
             c = cum[t0 + s + 1]
-            passed = _barrier_passed(x, arrivals, role, barrier)
+            passed = _barrier_passed(x, arrivals, limits)
             for p in range(partitions):
+                dense = limits.dense[p]
                 for q in range(2):
-                    if arrivals[p, q] > 0 and (passed or role[p] != 2):
-                        until = min(c, stop[p]) if t0 + s < lift[p] else c
-                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, mark[p]), dense[p]))
-                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, dense[p]))
-                        done, _ = _served(ready, slow, capacity[k, p, q], pace[p], 1.0)
+                    if arrivals[p, q] > 0 and (passed or limits.role[p] != 2):
+                        until = min(c, limits.stop[p]) if t0 + s < limits.lift[p] else c
+                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), dense))
+                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, dense))
+                        done, _ = _served(ready, slow, capacity[k, p, q], limits.pace[p], 1.0)
                         processed[k, p, q] += done
-                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, dense[p])
-        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle, dense)
+                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, dense)
+        _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle,
+                limits.dense)
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead, mark, pace, stop, lift, role,
-             barrier, dense):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity; each queue works until it runs out or the deadline; the batch
@@ -383,10 +391,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     next batch): what the pipeline's gauge, read at a random moment, shows on average; at
     each second's end the last committed batch's duration, trigger to commit (NaN before one);
     and where the next batch starts, from the block's end (`_Block.resume_s`).
-    A queue behind its partition's `mark` goes at `pace` times its capacity up to it (`_served`),
-    and none reads past its partition's `stop` in a batch that starts before its `lift`; an
-    expansion's new partitions (`role` 2) join a batch planned once their parents passed the
-    `barrier` (the pipeline's read plan)."""
+    Each queue is held to its partition's `limits` (`_Limits`): an expansion's new partitions
+    join a batch planned once their parents passed the barrier (the pipeline's read plan)."""
+    dense = limits.dense
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -410,13 +417,13 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start)
         work, admitted, full = 0.0, 0.0, False
-        passed = _barrier_passed(x, arrivals, role, barrier)
+        passed = _barrier_passed(x, arrivals, limits)
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
-            span *= max(1.0, pace[p]) if slowest < mark[p] else 1.0
-            limit = stop[p] if t0 + start < lift[p] else np.inf
-            limit = limit if passed or role[p] != 2 else slowest
+            span *= max(1.0, limits.pace[p]) if slowest < limits.mark[p] else 1.0
+            limit = limits.stop[p] if t0 + start < limits.lift[p] else np.inf
+            limit = limit if passed or limits.role[p] != 2 else slowest
             end = min(c, limit, slowest + span / max(weights[p], 1e-12))
             for q in range(2):
                 done[p, q], took[p, q] = 0.0, 0.0
@@ -424,8 +431,8 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                     continue
                 ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense[p]))
                 admitted += ready
-                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, mark[p]), dense[p]))
-                done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], pace[p], batch_s)
+                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense[p]))
+                done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], limits.pace[p], batch_s)
                 full = full or done[p, q] < ready - 1e-9
                 work = max(work, took[p, q])
         if admitted <= 1e-9:
@@ -529,20 +536,13 @@ class _Model:
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
         self._duty_cache: dict[tuple[bool, bool], np.ndarray | None] = {}
         self.names = tuple(("topic", int(p)) for p in members)
-        # a re-shard's children, up to the input when their parents closed (`mark`, a position),
-        # go at `pace` times their own capacity: their parents' (`relayout`); a closed parent
-        # reads nothing past that input (`stop`: `close`), nor do its children before the second
-        # the layout read them (`lift`)
+        # what layout changes hold each partition to (`_Limits`; set by `close`, `hold`, `relayout`)
         self.mark = np.full(len(members), -np.inf)
         self.pace = np.ones(len(members))
         self.stop = np.full(len(members), np.inf)
         self.lift = np.full(len(members), np.inf)
-        # an adopted expansion's new partitions (role 2) are not read before every partition it
-        # kept (role 1) passed the barrier, the input at the adoption (`relayout`)
         self.role = np.zeros(len(members), dtype=np.int8)
         self.barrier = -np.inf
-        # per partition (times, below): its records up to that position count that many times its
-        # share of the topic's input (`hold`)
         self.dense = np.tile(np.array([1.0, -np.inf]), (len(members), 1))
 
     def hold(self, weights: tuple[float, ...], since: float) -> None:
@@ -638,22 +638,22 @@ class _Model:
         overhead_tick, cut, sawtooth, backlog_mean = math.inf, np.zeros(ticks, dtype=bool), None, None
         duration = np.full(rate.size, np.nan, dtype=np.float32)  # a continuous job has no batches
         resume = 0.0
+        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense)
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0,
-                self.mark, self.pace, self.stop, self.lift, self.role, self.barrier, self.dense)
+                limits)
         elif job.batch_seconds:
             (lag_records, lag_seconds, x_end, ages, processed, x_drained, saturated, cut, sawtooth,
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, self.mark, self.pace, self.stop, self.lift, self.role, self.barrier, self.dense)
+                job.run_ahead, limits)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
-                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s, self.mark, self.pace,
-                self.stop, self.lift, self.role, self.barrier, self.dense)
+                self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s, limits)
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         c = self.cum[now][:, None, None]
