@@ -164,21 +164,26 @@ def _positive_area(f0, f1, dt):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _records(arrivals, x, c, dense):  # pragma: no cover
-    """The records a queue holds from position x up to c (negative below x): `arrivals` a unit of
-    the topic's input, and `dense[0]` times that below position `dense[1]` (a partition whose
-    producers moved keys away kept the records it had then: `_Model.hold`)."""
-    return arrivals * (c - x) + arrivals * (dense[0] - 1.0) * max(0.0, min(c, dense[1]) - x)
+def _records(arrivals, x, c, dense, p):  # pragma: no cover
+    """The records partition p's queue holds from position x up to c (negative below x):
+    `arrivals` a unit of the topic's input, and `dense[p, 0]` times that below position
+    `dense[p, 1]` (a partition whose producers moved keys away kept the records it had then:
+    `_Model.hold`)."""
+    times = dense[p, 0]
+    if times == 1.0:
+        return arrivals * (c - x)
+    return arrivals * (c - x) + arrivals * (times - 1.0) * max(0.0, min(c, dense[p, 1]) - x)
 
 
 @njit(cache=True, nogil=True)
-def _advance(arrivals, x, done, dense):  # pragma: no cover
+def _advance(arrivals, x, done, dense, p):  # pragma: no cover
     """The position after `done` records from x (`_records`' inverse)."""
-    if x < dense[1] and dense[0] != 1.0:
-        before = arrivals * dense[0] * (dense[1] - x)
+    times, below = dense[p, 0], dense[p, 1]
+    if times != 1.0 and x < below:
+        before = arrivals * times * (below - x)
         if done <= before:
-            return x + done / (arrivals * dense[0])
-        return dense[1] + (done - before) / arrivals
+            return x + done / (arrivals * times)
+        return below + (done - before) / arrivals
     return x + done / arrivals
 
 
@@ -193,8 +198,8 @@ def _backlog_area(cum, rate, t0, arrivals, x, a, b, dense):  # pragma: no cover
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += _positive_area(_records(arrivals[p, q], x[p, q], ca, dense[p]),
-                                        _records(arrivals[p, q], x[p, q], cb, dense[p]), b - a)
+                total += _positive_area(_records(arrivals[p, q], x[p, q], ca, dense, p),
+                                        _records(arrivals[p, q], x[p, q], cb, dense, p), b - a)
     return total
 
 
@@ -270,7 +275,7 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense):  # 
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += max(0.0, _records(arrivals[p, q], x[p, q], c, dense[p]))
+                total += max(0.0, _records(arrivals[p, q], x[p, q], c, dense, p))
         oldest = min(oldest, _oldest(arrivals, x, p, c))
     lag_records[s] = total
     lag_seconds[s] = _age(cum, rate, now, c, oldest)
@@ -299,7 +304,7 @@ def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end
         x_end[k] = x
         for p in range(arrivals.shape[0]):
             for q in range(2):
-                x_drained[k, p, q] = _advance(arrivals[p, q], x[p, q], flight[p, q], dense[p]) \
+                x_drained[k, p, q] = _advance(arrivals[p, q], x[p, q], flight[p, q], dense, p) \
                     if flight[p, q] > 0 else x[p, q]
         now = t0 + s + 1
         c = _cum_at(cum, rate, now)
@@ -339,6 +344,8 @@ def _barrier_passed(x, arrivals, limits):  # pragma: no cover
     """Whether every queue of the partitions whose role is 1 (an expansion's parents) has
     processed its input up to the barrier position, which the partitions whose role is 2 (the
     new ones) wait for."""
+    if limits.barrier == -np.inf:  # no expansion adopted: nothing waits
+        return True
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if limits.role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < limits.barrier - 1e-9:
@@ -360,15 +367,14 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
             c = cum[t0 + s + 1]
             passed = _barrier_passed(x, arrivals, limits)
             for p in range(partitions):
-                dense = limits.dense[p]
                 for q in range(2):
                     if arrivals[p, q] > 0 and (passed or limits.role[p] != 2):
                         until = min(c, limits.stop[p]) if t0 + s < limits.lift[p] else c
-                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), dense))
-                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, dense))
+                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), limits.dense, p))
+                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, limits.dense, p))
                         done, _ = _served(ready, slow, capacity[k, p, q], limits.pace[p], 1.0)
                         processed[k, p, q] += done
-                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, dense)
+                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, limits.dense, p)
         _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle,
                 limits.dense)
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
@@ -429,9 +435,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 done[p, q], took[p, q] = 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
                     continue
-                ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense[p]))
+                ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense, p))
                 admitted += ready
-                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense[p]))
+                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense, p))
                 done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], limits.pace[p], batch_s)
                 full = full or done[p, q] < ready - 1e-9
                 work = max(work, took[p, q])
@@ -472,7 +478,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
-                    x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], dense[p])
+                    x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], dense, p)
                     processed[kc, p, q] += done[p, q]
         start = max(finished, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
