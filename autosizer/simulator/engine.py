@@ -335,8 +335,9 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
 # never); an expansion's new partitions (`role` 2) wait for the kept ones (`role` 1) to pass
 # the `barrier` position; a held partition's records below position `dense[:, 1]` count
-# `dense[:, 0]` times its share (`_records`).
-_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense")
+# `dense[:, 0]` times its share (`_records`). `held`: whether any of these is set; most blocks of
+# a run have none, and the kernels then skip them (session 60's limits cost a week's run 12-23%).
+_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense held")
 
 
 @njit(cache=True, nogil=True)
@@ -370,7 +371,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
                 for q in range(2):
                     if arrivals[p, q] > 0 and (passed or limits.role[p] != 2):
                         until = min(c, limits.stop[p]) if t0 + s < limits.lift[p] else c
-                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), limits.dense, p))
+                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), limits.dense, p)) \
+                            if limits.held else 0.0
                         ready = max(0.0, _records(arrivals[p, q], x[p, q], until, limits.dense, p))
                         done, _ = _served(ready, slow, capacity[k, p, q], limits.pace[p], 1.0)
                         processed[k, p, q] += done
@@ -411,6 +413,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     area, since = 0.0, 0.0  # the backlog's area in second s so far, and up to when
     done = np.zeros((partitions, 2))
     took = np.zeros((partitions, 2))  # each queue's time at work in the batch
+    speed = np.zeros((partitions, 2))  # and its records a second there
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
     s = 0  # the next second to sample
@@ -427,18 +430,22 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
-            span *= max(1.0, limits.pace[p]) if slowest < limits.mark[p] else 1.0
-            limit = limits.stop[p] if t0 + start < limits.lift[p] else np.inf
-            limit = limit if passed or limits.role[p] != 2 else slowest
+            limit = np.inf
+            if limits.held:
+                span *= max(1.0, limits.pace[p]) if slowest < limits.mark[p] else 1.0
+                limit = limits.stop[p] if t0 + start < limits.lift[p] else np.inf
+                limit = limit if passed or limits.role[p] != 2 else slowest
             end = min(c, limit, slowest + span / max(weights[p], 1e-12))
             for q in range(2):
-                done[p, q], took[p, q] = 0.0, 0.0
+                done[p, q], took[p, q], speed[p, q] = 0.0, 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
                     continue
                 ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense, p))
                 admitted += ready
-                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense, p))
+                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense, p)) \
+                    if limits.held else 0.0
                 done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], limits.pace[p], batch_s)
+                speed[p, q] = done[p, q] / took[p, q] if took[p, q] > 0 else 0.0
                 full = full or done[p, q] < ready - 1e-9
                 work = max(work, took[p, q])
         if admitted <= 1e-9:
@@ -452,8 +459,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             elapsed = s + 1 - start
             for p in range(partitions):
                 for q in range(2):
-                    flight[p, q] = done[p, q] * min(1.0, elapsed / took[p, q]) if elapsed > 0 and took[p, q] > 0 \
-                        else 0.0
+                    flight[p, q] = min(done[p, q], speed[p, q] * elapsed) if elapsed > 0 else 0.0
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
                               x_drained, flight, dense)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
@@ -619,6 +625,12 @@ class _Model:
             self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
+    def limits(self) -> _Limits:
+        """What the layout changes so far hold each partition to, for the kernels."""
+        held = bool(self.barrier != -np.inf or (self.mark != -np.inf).any() or (self.pace != 1.0).any()
+                    or (self.stop != np.inf).any() or (self.lift != np.inf).any() or (self.dense[:, 0] != 1.0).any())
+        return _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense, held)
+
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
         hot = np.ones(self.job.partitions) if factor == 1 else self.hot[factor]
@@ -644,7 +656,7 @@ class _Model:
         overhead_tick, cut, sawtooth, backlog_mean = math.inf, np.zeros(ticks, dtype=bool), None, None
         duration = np.full(rate.size, np.nan, dtype=np.float32)  # a continuous job has no batches
         resume = 0.0
-        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense)
+        limits = self.limits()
         if keeping_up:
             lag_records, lag_seconds, x_end, ages, processed, x_drained = _fluid(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, np.full_like(capacity, np.inf), x0, 0.0,
@@ -663,8 +675,10 @@ class _Model:
         now = t0 + tick * np.arange(1, ticks + 1)
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         c = self.cum[now][:, None, None]
-        times, below = self.dense[None, :, 0, None], self.dense[None, :, 1, None]  # `_records`, vectorised
-        lag_end = arrivals * (np.maximum(0.0, c - x_end) + (times - 1.0) * np.maximum(0.0, np.minimum(c, below) - x_end))
+        lag_end = arrivals * np.maximum(0.0, c - x_end)
+        if limits.held:  # `_records`, vectorised
+            times, below = self.dense[None, :, 0, None], self.dense[None, :, 1, None]
+            lag_end += arrivals * (times - 1.0) * np.maximum(0.0, np.minimum(c, below) - x_end)
         if backlog_mean is None:  # a continuous job has no teeth: each second's end is its mean
             backlog_mean = lag_records
         if self.age:
