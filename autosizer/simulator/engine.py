@@ -164,21 +164,25 @@ def _positive_area(f0, f1, dt):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _records(arrivals, x, c, dense, p):  # pragma: no cover
+def _records(arrivals, x, c, limits, p):  # pragma: no cover
     """The records partition p's queue holds from position x up to c (negative below x):
-    `arrivals` a unit of the topic's input, and `dense[p, 0]` times that below position
-    `dense[p, 1]` (a partition whose producers moved keys away kept the records it had then:
-    `_Model.hold`)."""
-    times = dense[p, 0]
-    if times == 1.0:
+    `arrivals` a unit of the topic's input, and `limits.dense[p, 0]` times that below position
+    `limits.dense[p, 1]` (a partition whose producers moved keys away kept the records it had
+    then: `_Model.hold`)."""
+    if limits is None:
         return arrivals * (c - x)
-    return arrivals * (c - x) + arrivals * (times - 1.0) * max(0.0, min(c, dense[p, 1]) - x)
+    if limits.dense[p, 0] == 1.0:
+        return arrivals * (c - x)
+    times, below = limits.dense[p, 0], limits.dense[p, 1]
+    return arrivals * (c - x) + arrivals * (times - 1.0) * max(0.0, min(c, below) - x)
 
 
 @njit(cache=True, nogil=True)
-def _advance(arrivals, x, done, dense, p):  # pragma: no cover
+def _advance(arrivals, x, done, limits, p):  # pragma: no cover
     """The position after `done` records from x (`_records`' inverse)."""
-    times, below = dense[p, 0], dense[p, 1]
+    if limits is None:
+        return x + done / arrivals
+    times, below = limits.dense[p, 0], limits.dense[p, 1]
     if times != 1.0 and x < below:
         before = arrivals * times * (below - x)
         if done <= before:
@@ -188,7 +192,7 @@ def _advance(arrivals, x, done, dense, p):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _backlog_area(cum, rate, t0, arrivals, x, a, b, dense):  # pragma: no cover
+def _backlog_area(cum, rate, t0, arrivals, x, a, b, limits):  # pragma: no cover
     """The backlog at positions x, integrated over [a, b] (seconds of the block, within one
     second: arrivals are even there)."""
     if b <= a:
@@ -198,8 +202,8 @@ def _backlog_area(cum, rate, t0, arrivals, x, a, b, dense):  # pragma: no cover
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += _positive_area(_records(arrivals[p, q], x[p, q], ca, dense, p),
-                                        _records(arrivals[p, q], x[p, q], cb, dense, p), b - a)
+                total += _positive_area(_records(arrivals[p, q], x[p, q], ca, limits, p),
+                                        _records(arrivals[p, q], x[p, q], cb, limits, p), b - a)
     return total
 
 
@@ -265,7 +269,7 @@ def _mean_age(s, t0, arrived, before, committed, sawtooth):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense):  # pragma: no cover
+def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, limits):  # pragma: no cover
     """The end of second s of the block: backlog, and the age of the oldest unprocessed record
     (the slowest queue's position: the lowest position holds the oldest record)."""
     now = t0 + s + 1
@@ -275,7 +279,7 @@ def _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense):  # 
     for p in range(arrivals.shape[0]):
         for q in range(2):
             if arrivals[p, q] > 0:
-                total += max(0.0, _records(arrivals[p, q], x[p, q], c, dense, p))
+                total += max(0.0, _records(arrivals[p, q], x[p, q], c, limits, p))
         oldest = min(oldest, _oldest(arrivals, x, p, c))
     lag_records[s] = total
     lag_seconds[s] = _age(cum, rate, now, c, oldest)
@@ -294,17 +298,17 @@ def _buffers(seconds, tick, partitions):  # pragma: no cover
 
 @njit(cache=True, nogil=True)
 def _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
-            x_drained, flight, dense):  # pragma: no cover
+            x_drained, flight, limits):  # pragma: no cover
     """Sample the end of second s; when it ends a tick, keep the positions (and where the batch in
     flight, `flight` records per queue, takes them) and each partition's oldest unprocessed
     record's age (its slowest queue with input holds that record)."""
-    arrived = _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, dense)
+    arrived = _sample(s, t0, cum, rate, arrivals, x, lag_records, lag_seconds, limits)
     if (s + 1) % tick == 0:
         k = s // tick
         x_end[k] = x
         for p in range(arrivals.shape[0]):
             for q in range(2):
-                x_drained[k, p, q] = _advance(arrivals[p, q], x[p, q], flight[p, q], dense, p) \
+                x_drained[k, p, q] = _advance(arrivals[p, q], x[p, q], flight[p, q], limits, p) \
                     if flight[p, q] > 0 else x[p, q]
         now = t0 + s + 1
         c = _cum_at(cum, rate, now)
@@ -335,9 +339,16 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
 # never); an expansion's new partitions (`role` 2) wait for the kept ones (`role` 1) to pass
 # the `barrier` position; a held partition's records below position `dense[:, 1]` count
-# `dense[:, 0]` times its share (`_records`). `held`: whether any of these is set; most blocks of
-# a run have none, and the kernels then skip them (session 60's limits cost a week's run 12-23%).
-_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense held")
+# `dense[:, 0]` times its share (`_records`). Where none binds, the kernels get None instead and
+# numba compiles them without (session 60's limits, read everywhere, cost a week's run 12-23%).
+_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense")
+
+
+def _binding(limits: _Limits) -> bool:
+    """Whether any partition is held to any of `limits`."""
+    return bool(limits.barrier != -np.inf or (limits.mark != -np.inf).any() or (limits.pace != 1.0).any()
+                or (limits.stop != np.inf).any() or (limits.lift != np.inf).any()
+                or (limits.dense[:, 0] != 1.0).any())
 
 
 @njit(cache=True, nogil=True)
@@ -345,6 +356,8 @@ def _barrier_passed(x, arrivals, limits):  # pragma: no cover
     """Whether every queue of the partitions whose role is 1 (an expansion's parents) has
     processed its input up to the barrier position, which the partitions whose role is 2 (the
     new ones) wait for."""
+    if limits is None:
+        return True
     if limits.barrier == -np.inf:  # no expansion adopted: nothing waits
         return True
     for p in range(arrivals.shape[0]):
@@ -352,6 +365,31 @@ def _barrier_passed(x, arrivals, limits):  # pragma: no cover
             if limits.role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < limits.barrier - 1e-9:
                 return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def _reach(limits, p, c, now, passed, floor):  # pragma: no cover
+    """How far partition p's queues may read at input position c, at second `now` (absolute):
+    c, but not past a closed parent's last record before the children are read (`stop`, `lift`),
+    nor past `floor` for an expansion's new partition before its parents `passed` the barrier."""
+    if limits is None:
+        return c
+    until = min(c, limits.stop[p]) if now < limits.lift[p] else c
+    return until if passed or limits.role[p] != 2 else min(until, floor)
+
+
+@njit(cache=True, nogil=True)
+def _work(arrivals, x, end, capacity, seconds, limits, p):  # pragma: no cover
+    """(ready, done, took): the records a queue at x holds up to `end`, and what it gets through
+    of them in up to `seconds` at `capacity` a second, and how long that takes (`_served`: the
+    first of them at `limits.pace` up to `limits.mark`)."""
+    ready = max(0.0, _records(arrivals, x, end, limits, p))
+    if limits is None:
+        done = min(ready, capacity * seconds)
+        return ready, done, done / capacity
+    slow = max(0.0, _records(arrivals, x, min(end, limits.mark[p]), limits, p))
+    done, took = _served(ready, slow, capacity, limits.pace[p], seconds)
+    return ready, done, took
 
 
 @njit(cache=True, nogil=True)
@@ -369,16 +407,13 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
             passed = _barrier_passed(x, arrivals, limits)
             for p in range(partitions):
                 for q in range(2):
-                    if arrivals[p, q] > 0 and (passed or limits.role[p] != 2):
-                        until = min(c, limits.stop[p]) if t0 + s < limits.lift[p] else c
-                        slow = max(0.0, _records(arrivals[p, q], x[p, q], min(until, limits.mark[p]), limits.dense, p)) \
-                            if limits.held else 0.0
-                        ready = max(0.0, _records(arrivals[p, q], x[p, q], until, limits.dense, p))
-                        done, _ = _served(ready, slow, capacity[k, p, q], limits.pace[p], 1.0)
+                    if arrivals[p, q] > 0 and capacity[k, p, q] > 0:
+                        until = _reach(limits, p, c, t0 + s, passed, x[p, q])
+                        _, done, _ = _work(arrivals[p, q], x[p, q], until, capacity[k, p, q], 1.0, limits, p)
                         processed[k, p, q] += done
-                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, limits.dense, p)
+                        x[p, q] = _advance(arrivals[p, q], x[p, q], done, limits, p)
         _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle,
-                limits.dense)
+                limits)
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
 
 
@@ -401,7 +436,6 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     and where the next batch starts, from the block's end (`_Block.resume_s`).
     Each queue is held to its partition's `limits` (`_Limits`): an expansion's new partitions
     join a batch planned once their parents passed the barrier (the pipeline's read plan)."""
-    dense = limits.dense
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -430,21 +464,16 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
-            limit = np.inf
-            if limits.held:
-                span *= max(1.0, limits.pace[p]) if slowest < limits.mark[p] else 1.0
-                limit = limits.stop[p] if t0 + start < limits.lift[p] else np.inf
-                limit = limit if passed or limits.role[p] != 2 else slowest
-            end = min(c, limit, slowest + span / max(weights[p], 1e-12))
+            if limits is not None and slowest < limits.mark[p]:
+                span *= max(1.0, limits.pace[p])
+            end = min(_reach(limits, p, c, t0 + start, passed, slowest), slowest + span / max(weights[p], 1e-12))
             for q in range(2):
                 done[p, q], took[p, q], speed[p, q] = 0.0, 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
                     continue
-                ready = max(0.0, _records(arrivals[p, q], x[p, q], end, dense, p))
+                ready, done[p, q], took[p, q] = _work(arrivals[p, q], x[p, q], end, capacity[k, p, q], batch_s,
+                                                      limits, p)
                 admitted += ready
-                slow = max(0.0, _records(arrivals[p, q], x[p, q], min(end, limits.mark[p]), dense, p)) \
-                    if limits.held else 0.0
-                done[p, q], took[p, q] = _served(ready, slow, capacity[k, p, q], limits.pace[p], batch_s)
                 speed[p, q] = done[p, q] / took[p, q] if took[p, q] > 0 else 0.0
                 full = full or done[p, q] < ready - 1e-9
                 work = max(work, took[p, q])
@@ -461,9 +490,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 for q in range(2):
                     flight[p, q] = min(done[p, q], speed[p, q] * elapsed) if elapsed > 0 else 0.0
             arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages,
-                              x_drained, flight, dense)
+                              x_drained, flight, limits)
             lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
-            backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, dense)
+            backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, limits)
             duration[s] = last
             area, since = 0.0, s + 1.0
             if full_before and (s + 1) % tick == 0 and start < s + 1 < commit:  # at work when a drain comes
@@ -479,19 +508,19 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             saturated = commit
         full_before = full
         before, committed = _oldest_arrival(cum, rate, arrivals, x, t0 + commit), t0 + commit
-        area += _backlog_area(cum, rate, t0, arrivals, x, since, commit, dense)  # second s up to the commit
+        area += _backlog_area(cum, rate, t0, arrivals, x, since, commit, limits)  # second s up to the commit
         since, last = commit, commit - start
         for p in range(partitions):
             for q in range(2):
                 if done[p, q] > 0:
-                    x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], dense, p)
+                    x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], limits, p)
                     processed[kc, p, q] += done[p, q]
         start = max(finished, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
         arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
-                          idle, dense)
+                          idle, limits)
         lag_seconds[s] = _mean_age(s, t0, arrived, before, committed, sawtooth)
-        backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, dense)
+        backlog_mean[s] = area + _backlog_area(cum, rate, t0, arrivals, x, max(since, s), s + 1.0, limits)
         duration[s] = last
         area, since = 0.0, s + 1.0
         s += 1
@@ -625,11 +654,11 @@ class _Model:
             self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
-    def limits(self) -> _Limits:
-        """What the layout changes so far hold each partition to, for the kernels."""
-        held = bool(self.barrier != -np.inf or (self.mark != -np.inf).any() or (self.pace != 1.0).any()
-                    or (self.stop != np.inf).any() or (self.lift != np.inf).any() or (self.dense[:, 0] != 1.0).any())
-        return _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense, held)
+    def limits(self) -> _Limits | None:
+        """What the layout changes so far hold each partition to, for the kernels; None where
+        they hold none (most blocks of a run), which the kernels are compiled for on their own."""
+        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense)
+        return limits if _binding(limits) else None
 
     def arrivals(self, factor: int) -> np.ndarray:
         """(P, 2): each queue's share of the topic's input (the busiest thread, the others)."""
@@ -676,7 +705,7 @@ class _Model:
         seen = np.maximum(0, now - self.age)  # the input as the tick's metrics show it
         c = self.cum[now][:, None, None]
         lag_end = arrivals * np.maximum(0.0, c - x_end)
-        if limits.held:  # `_records`, vectorised
+        if limits is not None:  # `_records`, vectorised
             times, below = self.dense[None, :, 0, None], self.dense[None, :, 1, None]
             lag_end += arrivals * (times - 1.0) * np.maximum(0.0, np.minimum(c, below) - x_end)
         if backlog_mean is None:  # a continuous job has no teeth: each second's end is its mean

@@ -1180,11 +1180,25 @@ def test_in_batches_a_splits_children_keep_their_parents_pace_until_its_last_rec
     assert run.lag_records[-1] - run.lag_records[-201] < 0.5 * (run.lag_records[599] - run.lag_records[399])
 
 
+def test_in_batches_a_merges_child_reads_its_parents_backlog_as_both_would_have():
+    """A merge's child goes through both parents' backlog at their pace in the pipeline's
+    batches too: each batch reads as far ahead as the two would have (their run-ahead), so up to
+    the input at the merge its backlog is the one a job that kept both parents would show."""
+    batched = {"process_seconds": 0.002, "process_cv": 0.0, "batch_seconds": 1.0}
+    job = JobModel(partitions=3, partition_weights=(0.5, 0.5, 0.0), layout_changes_s=(300.0,),
+                   layout_weights=((0.0, 0.0, 1.0),), layout_closed_s=(300.0,), **batched)
+    load = workloads.step(before=1_250, after=250, at=300, seconds=600, noise=0)
+    run = simulate(load, job, Fixed(1), tick_s=15)
+    kept = simulate(load, JobModel(partitions=2, **batched), Fixed(1), tick_s=15)
+    assert run.lag_records[299] > 100_000  # far behind at the merge, and still at 400 s
+    assert run.lag_records[300:400] == pytest.approx(kept.lag_records[300:400], rel=0.01)  # a batch: 0.6%
+
+
 @pytest.mark.parametrize("batch_seconds", [1.0, 0.0])
-def test_the_kernels_skip_limits_where_none_is_set_and_run_the_same(monkeypatch, batch_seconds):
-    """The kernels skip a layout change's limits where no partition is held to any
-    (`_Limits.held`: most of a week's blocks, which paid 12-23% for them in session 60); read
-    where none binds, they give the same run to the last bit, rescales included."""
+def test_the_kernels_compiled_without_unset_limits_run_the_same(monkeypatch, batch_seconds):
+    """The kernels are compiled without a layout change's limits where no partition is held to
+    any (`_Model.limits` is None: most of a week's blocks, which paid 12-23% for them in session
+    60); read where none binds, they give the same run to the last bit, rescales included."""
     from autosizer.policies import load_policy
 
     job = JobModel(partitions=8, batch_seconds=batch_seconds)
@@ -1194,8 +1208,7 @@ def test_the_kernels_skip_limits_where_none_is_set_and_run_the_same(monkeypatch,
         return simulate(load, job, load_policy("autosizer", {}), tick_s=15)
 
     fast = run()
-    limits = engine._Model.limits
-    monkeypatch.setattr(engine._Model, "limits", lambda model: limits(model)._replace(held=True))
+    monkeypatch.setattr(engine, "_binding", lambda limits: True)
     read = run()
     assert fast.rescales and fast.rescales == read.rescales
     assert np.array_equal(fast.lag_records, read.lag_records)
