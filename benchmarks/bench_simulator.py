@@ -1,19 +1,27 @@
 """Simulator speed: 7 days at 1 s resolution, 64 partitions, one run per built-in policy.
 
-Run: .venv/bin/python benchmarks/bench_simulator.py [--repeat 3]
+Run: .venv/bin/python benchmarks/bench_simulator.py [--repeat 3] [--against OTHER/engine.py]
 Goal: <= 2 s per policy run. Printed next to a baseline measured in the same run: the same
 week with a policy that never changes its mind (`fixed`), i.e. the model and the observations
 alone, so the policy's own share can be read off on a noisy machine.
+
+`--against` times another revision's `autosizer/simulator/engine.py` (a worktree's) against this
+one, run for run in turn in one process, and prints the ratio: two benchmark runs one after the
+other on this machine differed by 6-18% where the same code alternated differed by 1-11%
+(session 61).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from autosizer.policies import Decision, load_policy
-from autosizer.simulator import workloads
+from autosizer.simulator import engine, workloads
 from autosizer.simulator.engine import simulate
 from autosizer.simulator.job import JobModel
 
@@ -25,15 +33,55 @@ class Fixed:
         return Decision(observation.factor, "hold: fixed"), state
 
 
+POLICIES = ("fixed", "autosizer", "utilization", "lag-threshold")
+
+
+def _engine(path: str):
+    """Another revision's simulator engine, loaded beside this one (the rest is this revision's)."""
+    if not Path(path).is_file():
+        raise SystemExit(f"--against {path}: no such file; give a worktree's autosizer/simulator/engine.py")
+    spec = importlib.util.spec_from_file_location("other_engine", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["other_engine"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def against(path: str, repeat: int, workload, job) -> None:
+    """Each policy's week on the other engine and on this one, alternating (the order flips each
+    round), and the ratio of the totals."""
+    other = _engine(path)
+    for module in (other, engine):
+        module.simulate(workloads.constant(seconds=900), job, Fixed())  # compile both
+    for name in POLICIES:
+        total, runs = {"other": 0.0, "this": 0.0}, {}
+        for i in range(repeat):
+            pair = (("other", other), ("this", engine))
+            for label, module in pair if i % 2 == 0 else pair[::-1]:
+                policy = Fixed() if name == "fixed" else load_policy(name)
+                start = time.perf_counter()
+                run = module.simulate(workload, job, policy)
+                total[label] += time.perf_counter() - start
+                runs[label] = (len(run.rescales), float(run.lag_seconds.sum()))
+        same = "same run" if runs["other"] == runs["this"] else "the runs differ"
+        print(f"{name:14} other {total['other'] / repeat:5.2f} s, this {total['this'] / repeat:5.2f} s per 7-day "
+              f"run: this / other {total['this'] / total['other']:.3f} ({same})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", metavar="ENGINE_PY",
+                        help="another revision's autosizer/simulator/engine.py to time this one against")
     args = parser.parse_args()
     workload = workloads.diurnal(seconds=7 * 86400)
     job = JobModel(partitions=64, start_factor=4)
+    if args.against:
+        against(args.against, args.repeat, workload, job)
+        return
     simulate(workloads.constant(seconds=900), job, Fixed())  # load the compiled queue model
     results = {}
-    for name in ("fixed", "autosizer", "utilization", "lag-threshold"):
+    for name in POLICIES:
         samples = []
         for _ in range(args.repeat):
             policy = Fixed() if name == "fixed" else load_policy(name)
