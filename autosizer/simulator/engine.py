@@ -613,7 +613,8 @@ class _Model:
         self.stop = np.where(shares > 0, self.stop, _cum_at(self.cum, self.rate, closed))
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
-                 held_from: float | None = None, closed: float | None = None, read_at: float = 0.0) -> np.ndarray:
+                 held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
+                 passed: bool = False) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
@@ -628,7 +629,8 @@ class _Model:
         has processed the input up to `at` (the barrier: the pipeline plans a child into a batch
         only then; run e6's first batch after the adoption read the parents alone and committed
         0.6 s after the restart, where a replay that read the children's 26 s of records in it
-        committed 3.1 s after). Returns the new positions."""
+        committed 3.1 s after), unless they `passed` it before the restart (runs e8, e9:
+        `JobModel.layout_barrier_passed`). Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
@@ -649,7 +651,7 @@ class _Model:
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
-        if new and not retired:  # a growth
+        if new and not retired and not passed:  # a growth, its parents not past the barrier yet
             self.role = np.array([2 if p in new else 1 for p in members], dtype=np.int8)
             self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
@@ -899,12 +901,13 @@ class _LayoutEvent:
     closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
     read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
+    passed: bool = False  # an expansion whose parents passed its barrier before the restart
 
 
 def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
     """The run's layout changes in time order, a waiting growth as its hold and its adoption."""
     events = []
-    for at, weights, wait, restarts, closed in job.layout_adoptions():
+    for at, weights, wait, restarts, closed, passed in job.layout_adoptions():
         adopt = lead + math.floor(at / tick) * tick
         held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
         if held < adopt:
@@ -913,8 +916,8 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
             events.append(_LayoutEvent(lead + math.floor(closed / tick) * tick, weights, close=True,
                                        closed=lead + closed))
         events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
-                                   restarts=restarts,
-                                   closed=lead + closed if closed else None, read_at=lead + at))
+                                   restarts=restarts, closed=lead + closed if closed else None,
+                                   read_at=lead + at, passed=passed))
     return events
 
 
@@ -997,6 +1000,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 model.close(event.weights, event.closed)
             else:
                 x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
+                                   passed=event.passed,
                                    read_at=event.read_at)
         end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,

@@ -56,6 +56,9 @@ FIT_QUERIES: dict[str, str] = {
     "cpu_per_record": ("sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[15s]))"
                        " / (sum(rate(autosizer_pipeline_records_in_total{$selector}[15s])) > 0)"),
     "cores": "max(autosizer_pipeline_cores{$selector})",
+    # the records processed of each partition so far: which partitions an expansion's first batch
+    # after its restart read (`JobModel.layout_barrier_passed`)
+    "records_read": "sum by (topic, partition) (autosizer_pipeline_records_in_total{$selector})",
 }
 
 
@@ -400,7 +403,39 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         changes["layout_restarts"] = tuple(restarts for _, restarts, _ in timings)
     if any(closed for _, _, closed in timings):
         changes["layout_closed_s"] = tuple(closed for _, _, closed in timings)
+    passed = tuple(restarts and _passed_at_restart(series.get("records_read", ()), start + at, before, after, partitions)
+                   for ((_, before), (at, after)), (_, restarts, _) in zip(itertools.pairwise(layouts), timings,
+                                                                          strict=True))
+    if any(passed):
+        changes["layout_barrier_passed"] = passed
     return changes
+
+
+def _passed_at_restart(counted: Series, at: float, before: Sequence[float], after: Sequence[float],
+                       partitions: Sequence[Any]) -> bool:
+    """Whether the first batch after an expansion's restart read its new partitions: their
+    records were first counted no later than the kept partitions' first after `at` (the probe's
+    first reading of the new layout, after the restart). Where the parents had not passed the
+    barrier, that batch read them alone, and the new partitions' records showed a batch later
+    (runs e6 and e7: 3 s); without the series (runs before session 61), not known: false."""
+    new = {p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0}
+    kept = {p for p, b in zip(partitions, before, strict=True) if b > 0}
+
+    def totals(members: set[Any]) -> dict[float, float]:  # a range query's steps line up
+        found: dict[float, float] = {}
+        for labels, points in counted:
+            if partition_of(labels) in members:
+                for t, v in points:
+                    if math.isfinite(v):
+                        found[t] = found.get(t, 0.0) + v
+        return found
+
+    kept_since = sorted((t, v) for t, v in totals(kept).items() if t >= at)
+    first_new = min((t for t, v in totals(new).items() if v > 0), default=math.inf)
+    if not kept_since or first_new == math.inf:
+        return False
+    rose = next((t for t, v in kept_since if v > kept_since[0][1]), math.inf)
+    return first_new <= rose
 
 
 def _timings(series: Mapping[str, Series], read: Series, start: float,

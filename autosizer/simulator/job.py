@@ -157,6 +157,13 @@ class JobModel:
     # after the split, were 21.7 s old by then). 0: the children start from the layout's slowest
     # queue, at once.
     layout_closed_s: tuple[float, ...] = ()
+    # Per change (empty: false for each): whether an adopted expansion's parents had already
+    # processed past its barrier when the query restarted, so that the pipeline's first batch read
+    # the new partitions too. The barrier is the parents' end offsets at the probe before the
+    # daemon's decision, and the last batch before the drain may or may not have passed them:
+    # runs e6 and e7 restarted with the new partitions held (a first batch of 0.6 s, the parents'
+    # alone), e8 and e9 with none held (3.4 s, all of them). False: they wait for the parents.
+    layout_barrier_passed: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -266,6 +273,7 @@ class JobModel:
             raise ValueError(f"job setting layout_restarts needs one boolean (true or false) per layout change "
                              f"({len(times)}), not {restarts!r}")
         self._check_closings()
+        self._check_barriers()
         before = (0.0, self.partition_weights)
         for at, weights, wait in zip(times, rows, waits or [0.0] * len(times), strict=True):
             if wait and at - wait < before[0]:
@@ -295,16 +303,32 @@ class JobModel:
                 raise ValueError(f"job setting layout_closed_s: the change at {at:g} s does not retire partitions "
                                  f"for others (a re-shard): set its closing to 0")
 
+    def _check_barriers(self) -> None:
+        passed, times = self.layout_barrier_passed, self.layout_changes_s
+        if not passed:
+            return
+        if len(passed) != len(times) or not all(isinstance(p, bool) for p in passed):
+            raise ValueError(f"job setting layout_barrier_passed needs one boolean (true or false) per layout "
+                             f"change ({len(times)}), not {passed!r}")
+        restarts = self.layout_restarts or (False,) * len(times)
+        for (_, before), (at, after), passes, restart in zip(self.layouts()[:-1], self.layouts()[1:], passed,
+                                                             restarts, strict=True):
+            growth = all(a > 0 for b, a in zip(before, after, strict=True) if b > 0)
+            if passes and not (growth and restart):
+                raise ValueError(f"job setting layout_barrier_passed: the change at {at:g} s is not an expansion "
+                                 f"adopted by a restart (a growth with layout_restarts true): set it to false")
+
     def layouts(self) -> list[tuple[float, tuple[float, ...]]]:
         """(from second, each partition's share) for every layout of the run, the first from 0."""
         return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
 
-    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float]]:
-        """Each layout change as (second, shares, wait before it, restarts, its parents' closing)."""
+    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float, bool]]:
+        """Each layout change as (second, shares, wait before it, restarts, its parents' closing,
+        its barrier passed at the restart)."""
         count = len(self.layout_changes_s)
         return list(zip(self.layout_changes_s, self.layout_weights, self.layout_waits_s or (0.0,) * count,
                         self.layout_restarts or (False,) * count, self.layout_closed_s or (0.0,) * count,
-                        strict=True))
+                        self.layout_barrier_passed or (False,) * count, strict=True))
 
     def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
         """This job on the partitions `weights` gives a share to, and their indexes here: what
@@ -319,19 +343,21 @@ class JobModel:
                        hot_share_table_measured=pick(self.hot_share_table_measured),
                        hot_shares_known_at_start=pick(self.hot_shares_known_at_start),
                        layout_changes_s=(), layout_weights=(), layout_waits_s=(), layout_restarts=(),
-                       layout_closed_s=()), members
+                       layout_closed_s=(), layout_barrier_passed=()), members
 
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout
         changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`, and where a change's
         new partitions waited `8 partitions, read 4, then 8 from 86 s (unread 26 s before it, then
-        a restart)`, or where a re-shard's parents closed before it `(its parents closed at 45 s)`."""
+        a restart)`, or where a re-shard's parents closed before it `(its parents closed at 45 s)`;
+        `(..., then a restart past the barrier)` where the first batch read the new partitions."""
         if not self.layout_changes_s:
             return f"{self.partitions} partitions"
         sizes = [f"{sum(1 for w in self.partition_weights if w > 0)}"]
-        for at, weights, wait, restarts, closed in self.layout_adoptions():
+        for at, weights, wait, restarts, closed, passed in self.layout_adoptions():
             how = [f"unread {wait:.0f} s before it"] if wait else []
-            how += ["then a restart" if wait else "a restart"] if restarts else []
+            how += [("then a restart" if wait else "a restart") + (" past the barrier" if passed else "")] \
+                if restarts else []
             how += [f"its parents closed at {closed:.0f} s"] if closed else []
             sizes.append(f"{sum(1 for w in weights if w > 0)} from {at:.0f} s" + (f" ({', '.join(how)})" if how else ""))
         return f"{self.partitions} partitions, read {', then '.join(sizes)}"
