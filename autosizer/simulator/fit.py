@@ -413,11 +413,13 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
 
 def _passed_at_restart(counted: Series, at: float, before: Sequence[float], after: Sequence[float],
                        partitions: Sequence[Any]) -> bool:
-    """Whether the first batch after an expansion's restart read its new partitions: their
-    records were first counted no later than the kept partitions' first after `at` (the probe's
-    first reading of the new layout, after the restart). Where the parents had not passed the
-    barrier, that batch read them alone, and the new partitions' records showed a batch later
-    (runs e6 and e7: 3 s); without the series (runs before session 61), not known: false."""
+    """Whether the first batch after an expansion's restart read its new partitions: the first
+    of their records was counted no later than the kept partitions' first after `at` (the
+    probe's first reading of the new layout, after the restart). Where the parents had not passed
+    the barrier, that batch read them alone, and the new partitions' records showed a batch later
+    (runs e6 and e7: 3 s). The race is per parent (run e11's restart held one new partition of
+    four), and the replay's barrier is one for all: any new partition read at once counts. Without
+    the series (runs saved before session 61), not known: false."""
     new = {p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0}
     kept = {p for p, b in zip(partitions, before, strict=True) if b > 0}
 

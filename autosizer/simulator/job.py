@@ -163,6 +163,7 @@ class JobModel:
     # daemon's decision, and the last batch before the drain may or may not have passed them:
     # runs e6 and e7 restarted with the new partitions held (a first batch of 0.6 s, the parents'
     # alone), e8 and e9 with none held (3.4 s, all of them). False: they wait for the parents.
+    # The race is per parent (e11 held one of four); the replay's barrier is one for all.
     layout_barrier_passed: tuple[bool, ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
