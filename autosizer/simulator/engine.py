@@ -614,7 +614,7 @@ class _Model:
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
-                 passed: bool = False) -> np.ndarray:
+                 passed: tuple[bool, ...] = ()) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
@@ -629,8 +629,9 @@ class _Model:
         has processed the input up to `at` (the barrier: the pipeline plans a child into a batch
         only then; run e6's first batch after the adoption read the parents alone and committed
         0.6 s after the restart, where a replay that read the children's 26 s of records in it
-        committed 3.1 s after), unless they `passed` it before the restart (runs e8, e9:
-        `JobModel.layout_barrier_passed`). Returns the new positions."""
+        committed 3.1 s after), but those whose parents `passed` it before the restart (each
+        partition of `base`'s: runs e8 and e9 all, e11 three of four; `JobModel.layout_barrier_passed`).
+        Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
@@ -651,8 +652,9 @@ class _Model:
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
-        if new and not retired and not passed:  # a growth, its parents not past the barrier yet
-            self.role = np.array([2 if p in new else 1 for p in members], dtype=np.int8)
+        waiting = [p for p in new if not (passed and passed[p])]
+        if waiting and not retired:  # a growth, some of its new partitions' parents not past the barrier yet
+            self.role = np.array([2 if p in waiting else 1 if p not in new else 0 for p in members], dtype=np.int8)
             self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
@@ -901,7 +903,7 @@ class _LayoutEvent:
     closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
     read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
-    passed: bool = False  # an expansion whose parents passed its barrier before the restart
+    passed: tuple[bool, ...] = ()  # an expansion's new partitions whose parents passed its barrier before the restart
 
 
 def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:

@@ -403,23 +403,23 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         changes["layout_restarts"] = tuple(restarts for _, restarts, _ in timings)
     if any(closed for _, _, closed in timings):
         changes["layout_closed_s"] = tuple(closed for _, _, closed in timings)
-    passed = tuple(restarts and _passed_at_restart(series.get("records_read", ()), start + at, before, after, partitions)
+    passed = tuple(_passed_at_restart(series.get("records_read", ()), start + at, before, after, partitions)
+                   if restarts else (False,) * len(partitions)
                    for ((_, before), (at, after)), (_, restarts, _) in zip(itertools.pairwise(layouts), timings,
                                                                           strict=True))
-    if any(passed):
+    if any(any(row) for row in passed):
         changes["layout_barrier_passed"] = passed
     return changes
 
 
 def _passed_at_restart(counted: Series, at: float, before: Sequence[float], after: Sequence[float],
-                       partitions: Sequence[Any]) -> bool:
-    """Whether the first batch after an expansion's restart read its new partitions: the first
-    of their records was counted no later than the kept partitions' first after `at` (the
-    probe's first reading of the new layout, after the restart). Where the parents had not passed
-    the barrier, that batch read them alone, and the new partitions' records showed a batch later
-    (runs e6 and e7: 3 s). The race is per parent (run e11's restart held one new partition of
-    four), and the replay's barrier is one for all: any new partition read at once counts. Without
-    the series (runs saved before session 61), not known: false."""
+                       partitions: Sequence[Any]) -> tuple[bool, ...]:
+    """Per partition, whether the first batch after an expansion's restart read it (a new one):
+    its first record was counted no later than the kept partitions' first after `at` (the
+    probe's first reading of the new layout, after the restart). Where its parent had not passed
+    the barrier, that batch left it out, and its records showed a batch later (runs e6 and e7:
+    3 s; e11's restart held one new partition of four). Without the series (runs saved before
+    session 61), not known: false."""
     new = {p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0}
     kept = {p for p, b in zip(partitions, before, strict=True) if b > 0}
 
@@ -433,11 +433,9 @@ def _passed_at_restart(counted: Series, at: float, before: Sequence[float], afte
         return found
 
     kept_since = sorted((t, v) for t, v in totals(kept).items() if t >= at)
-    first_new = min((t for t, v in totals(new).items() if v > 0), default=math.inf)
-    if not kept_since or first_new == math.inf:
-        return False
-    rose = next((t for t, v in kept_since if v > kept_since[0][1]), math.inf)
-    return first_new <= rose
+    rose = next((t for t, v in kept_since if v > kept_since[0][1]), math.inf) if kept_since else -math.inf
+    return tuple(p in new and min((t for t, v in totals({p}).items() if v > 0), default=math.inf) <= rose
+                 for p in partitions)
 
 
 def _timings(series: Mapping[str, Series], read: Series, start: float,

@@ -157,14 +157,14 @@ class JobModel:
     # after the split, were 21.7 s old by then). 0: the children start from the layout's slowest
     # queue, at once.
     layout_closed_s: tuple[float, ...] = ()
-    # Per change (empty: false for each): whether an adopted expansion's parents had already
-    # processed past its barrier when the query restarted, so that the pipeline's first batch read
-    # the new partitions too. The barrier is the parents' end offsets at the probe before the
-    # daemon's decision, and the last batch before the drain may or may not have passed them:
-    # runs e6 and e7 restarted with the new partitions held (a first batch of 0.6 s, the parents'
-    # alone), e8 and e9 with none held (3.4 s, all of them). False: they wait for the parents.
-    # The race is per parent (e11 held one of four); the replay's barrier is one for all.
-    layout_barrier_passed: tuple[bool, ...] = ()
+    # Per change, a row per partition (empty: false for each): the new partitions of an adopted
+    # expansion whose parents had already processed past the barrier when the query restarted,
+    # which the pipeline's first batch read. The barrier is the parents' end offsets at the probe
+    # before the daemon's decision, and the last batch before the drain may or may not have passed
+    # them, parent by parent: runs e6 and e7 restarted with every new partition held (a first
+    # batch of 0.6 s, the parents' alone), e8 and e9 with none (3.4 s, all of them), e11 with one
+    # of four. False: it waits until the kept partitions passed the barrier.
+    layout_barrier_passed: tuple[tuple[bool, ...], ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -308,28 +308,32 @@ class JobModel:
         passed, times = self.layout_barrier_passed, self.layout_changes_s
         if not passed:
             return
-        if len(passed) != len(times) or not all(isinstance(p, bool) for p in passed):
-            raise ValueError(f"job setting layout_barrier_passed needs one boolean (true or false) per layout "
-                             f"change ({len(times)}), not {passed!r}")
+        if len(passed) != len(times) or not all(isinstance(row, tuple) and len(row) == self.partitions
+                                                and all(isinstance(p, bool) for p in row) for row in passed):
+            raise ValueError(f"job setting layout_barrier_passed needs a row of {self.partitions} booleans (true or "
+                             f"false, one a partition) per layout change ({len(times)}), not {passed!r}")
         restarts = self.layout_restarts or (False,) * len(times)
-        for (_, before), (at, after), passes, restart in zip(self.layouts()[:-1], self.layouts()[1:], passed,
-                                                             restarts, strict=True):
+        for (_, before), (at, after), row, restart in zip(self.layouts()[:-1], self.layouts()[1:], passed,
+                                                          restarts, strict=True):
             growth = all(a > 0 for b, a in zip(before, after, strict=True) if b > 0)
-            if passes and not (growth and restart):
+            if any(row) and not (growth and restart):
                 raise ValueError(f"job setting layout_barrier_passed: the change at {at:g} s is not an expansion "
-                                 f"adopted by a restart (a growth with layout_restarts true): set it to false")
+                                 f"adopted by a restart (a growth with layout_restarts true): set its row to false")
+            if any(p and not (a > 0 and not b > 0) for p, b, a in zip(row, before, after, strict=True)):
+                raise ValueError(f"job setting layout_barrier_passed: the change at {at:g} s marks a partition it "
+                                 f"does not bring: only its new partitions can pass its barrier")
 
     def layouts(self) -> list[tuple[float, tuple[float, ...]]]:
         """(from second, each partition's share) for every layout of the run, the first from 0."""
         return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
 
-    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float, bool]]:
+    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float, tuple[bool, ...]]]:
         """Each layout change as (second, shares, wait before it, restarts, its parents' closing,
-        its barrier passed at the restart)."""
+        the new partitions past its barrier at the restart)."""
         count = len(self.layout_changes_s)
         return list(zip(self.layout_changes_s, self.layout_weights, self.layout_waits_s or (0.0,) * count,
                         self.layout_restarts or (False,) * count, self.layout_closed_s or (0.0,) * count,
-                        self.layout_barrier_passed or (False,) * count, strict=True))
+                        self.layout_barrier_passed or ((False,) * self.partitions,) * count, strict=True))
 
     def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
         """This job on the partitions `weights` gives a share to, and their indexes here: what
@@ -351,14 +355,17 @@ class JobModel:
         changed `5 partitions, read 2, then 3 from 49 s, then 2 from 78 s`, and where a change's
         new partitions waited `8 partitions, read 4, then 8 from 86 s (unread 26 s before it, then
         a restart)`, or where a re-shard's parents closed before it `(its parents closed at 45 s)`;
-        `(..., then a restart past the barrier)` where the first batch read the new partitions."""
+        `(..., then a restart, 3 of 4 past the barrier)` where the first batch read new partitions."""
         if not self.layout_changes_s:
             return f"{self.partitions} partitions"
         sizes = [f"{sum(1 for w in self.partition_weights if w > 0)}"]
+        before = self.partition_weights
         for at, weights, wait, restarts, closed, passed in self.layout_adoptions():
             how = [f"unread {wait:.0f} s before it"] if wait else []
-            how += [("then a restart" if wait else "a restart") + (" past the barrier" if passed else "")] \
-                if restarts else []
+            how += ["then a restart" if wait else "a restart"] if restarts else []
+            new = sum(1 for b, a in zip(before, weights, strict=True) if a > 0 and not b > 0)
+            how += [f"{sum(passed)} of {new} past the barrier"] if any(passed) else []
+            before = weights
             how += [f"its parents closed at {closed:.0f} s"] if closed else []
             sizes.append(f"{sum(1 for w in weights if w > 0)} from {at:.0f} s" + (f" ({', '.join(how)})" if how else ""))
         return f"{self.partitions} partitions, read {', then '.join(sizes)}"

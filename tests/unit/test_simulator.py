@@ -389,12 +389,16 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
      "layout_weights = [[1, 1, 1]]\nlayout_closed_s = [20.0]",
      r"the change at 30 s does not retire partitions for others \(a re-shard\): set its closing to 0"),
     ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
-     "layout_barrier_passed = [1]",
-     r"job setting layout_barrier_passed needs one boolean \(true or false\) per layout change \(1\), not \(1,\)"),
+     "layout_barrier_passed = [[false, 1]]",
+     r"job setting layout_barrier_passed needs a row of 2 booleans \(true or false, one a partition\) per layout "
+     r"change \(1\), not \(\(False, 1\),\)"),
     ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
-     "layout_barrier_passed = [true]",
-     r"the change at 30 s is not an expansion adopted by a restart \(a growth with layout_restarts true\): set it "
-     "to false"),
+     "layout_barrier_passed = [[false, true]]",
+     r"the change at 30 s is not an expansion adopted by a restart \(a growth with layout_restarts true\): set its "
+     "row to false"),
+    ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
+     "layout_restarts = [true]\nlayout_barrier_passed = [[true, false]]",
+     "the change at 30 s marks a partition it does not bring: only its new partitions can pass its barrier"),
 ])
 def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job, message):
     """A text or fractional number was a comparison error or a TypeError from deep in the run;
@@ -1319,14 +1323,18 @@ def test_an_expansions_new_partitions_are_not_read_before_their_parents_pass_the
     assert run.lag_records[900] < run.lag_records[829]  # four tasks for 300/s from 830 s
 
 
-def test_an_expansion_whose_parents_passed_the_barrier_before_the_restart_reads_its_new_partitions_at_once():
+def test_an_expansions_new_partitions_whose_parents_passed_the_barrier_before_the_restart_are_read_at_once():
     """The same expansion where the last batch before the drain had passed the barrier (runs e8
     and e9, `JobModel.layout_barrier_passed`): the first batch after the restart reads the new
-    partitions, which take their 150/s and their 15,750 records at 200/s from the restart's end."""
-    job = dataclasses.replace(_grown(100.0), layout_barrier_passed=(True,))
-    run = simulate(workloads.constant(300, seconds=1200, noise=0), job, Fixed(1), tick_s=15)
-    parents, children = 45_750 - 50 * (803 - 604), 15_750 - 50 * (803 - 604)
-    assert run.lag_records[803] == pytest.approx(parents + children, rel=0.01)
+    partitions, which take their 150/s and their 15,750 records at 200/s from the restart's end.
+    Where one's parent had not (run e11: one of four), that one waits as before."""
+    one, both = (False, False, False, True), (False, False, True, True)
+    runs = {row: simulate(workloads.constant(300, seconds=1200, noise=0),
+                          dataclasses.replace(_grown(100.0), layout_barrier_passed=(row,)), Fixed(1), tick_s=15)
+            for row in (one, both)}
+    parents, child, waiting = 45_750 - 50 * (803 - 604), (15_750 - 50 * (803 - 604)) / 2, (15_750 + 150 * 199) / 2
+    assert runs[both].lag_records[803] == pytest.approx(parents + 2 * child, rel=0.01)
+    assert runs[one].lag_records[803] == pytest.approx(parents + child + waiting, rel=0.01)
 
 
 def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale():
