@@ -337,11 +337,11 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # What a layout change holds each partition to, per partition (the kernels read them; `_Model`
 # sets them): a re-shard's children go at `pace` times their capacity up to position `mark`
 # (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
-# never); an expansion's new partitions (`role` 2) wait for the kept ones (`role` 1) to pass
-# the `barrier` position; a held partition's records below position `dense[:, 1]` count
+# never); an expansion's new partition waits for its parent (`parent`, the partition whose keys
+# it takes; -1: none) to pass the `barrier` position; a held partition's records below position `dense[:, 1]` count
 # `dense[:, 0]` times its share (`_records`). Where none binds, the kernels get None instead and
 # numba compiles them without (session 60's limits, read everywhere, cost a week's run 12-23%).
-_Limits = namedtuple("_Limits", "mark pace stop lift role barrier dense")
+_Limits = namedtuple("_Limits", "mark pace stop lift parent barrier dense")
 
 
 def _binding(limits: _Limits) -> bool:
@@ -352,30 +352,30 @@ def _binding(limits: _Limits) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _barrier_passed(x, arrivals, limits):  # pragma: no cover
-    """Whether every queue of the partitions whose role is 1 (an expansion's parents) has
-    processed its input up to the barrier position, which the partitions whose role is 2 (the
-    new ones) wait for."""
+def _barrier_passed(x, arrivals, limits, passed):  # pragma: no cover
+    """Sets `passed[p]`: whether partition p may be read past the barrier: it waits for no parent,
+    or every queue of its parent (an expansion's partition whose keys it takes) has processed
+    its input up to the barrier position. Unset where no limits are given: nothing reads it."""
     if limits is None:
-        return True
-    if limits.barrier == -np.inf:  # no expansion adopted: nothing waits
-        return True
+        return
     for p in range(arrivals.shape[0]):
-        for q in range(2):
-            if limits.role[p] == 1 and arrivals[p, q] > 0 and x[p, q] < limits.barrier - 1e-9:
-                return False
-    return True
+        parent = limits.parent[p]
+        passed[p] = True
+        if parent >= 0 and limits.barrier != -np.inf:
+            for q in range(2):
+                if arrivals[parent, q] > 0 and x[parent, q] < limits.barrier - 1e-9:
+                    passed[p] = False
 
 
 @njit(cache=True, nogil=True)
 def _reach(limits, p, c, now, passed, floor):  # pragma: no cover
     """How far partition p's queues may read at input position c, at second `now` (absolute):
     c, but not past a closed parent's last record before the children are read (`stop`, `lift`),
-    nor past `floor` for an expansion's new partition before its parents `passed` the barrier."""
+    nor past `floor` for an expansion's new partition before its parent `passed` the barrier."""
     if limits is None:
         return c
     until = min(c, limits.stop[p]) if now < limits.lift[p] else c
-    return until if passed or limits.role[p] != 2 else min(until, floor)
+    return until if passed[p] else min(until, floor)
 
 
 @njit(cache=True, nogil=True)
@@ -400,11 +400,12 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
     x = x0.copy()
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     idle = np.zeros((partitions, 2))
+    passed = np.ones(partitions, dtype=np.bool_)
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
             c = cum[t0 + s + 1]
-            passed = _barrier_passed(x, arrivals, limits)
+            _barrier_passed(x, arrivals, limits, passed)
             for p in range(partitions):
                 for q in range(2):
                     if arrivals[p, q] > 0 and capacity[k, p, q] > 0:
@@ -450,6 +451,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     speed = np.zeros((partitions, 2))  # and its records a second there
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
+    passed = np.ones(partitions, dtype=np.bool_)  # whether each partition may read past the barrier
     s = 0  # the next second to sample
     before, committed = 0.0, -np.inf  # the last commit (absolute), and the oldest arrival until it
     saturated = np.inf
@@ -460,7 +462,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start)
         work, admitted, full = 0.0, 0.0, False
-        passed = _barrier_passed(x, arrivals, limits)
+        _barrier_passed(x, arrivals, limits, passed)
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
@@ -582,7 +584,7 @@ class _Model:
         self.pace = np.ones(len(members))
         self.stop = np.full(len(members), np.inf)
         self.lift = np.full(len(members), np.inf)
-        self.role = np.zeros(len(members), dtype=np.int8)
+        self.parent = np.full(len(members), -1, dtype=np.int64)
         self.barrier = -np.inf
         self.dense = np.tile(np.array([1.0, -np.inf]), (len(members), 1))
 
@@ -625,9 +627,9 @@ class _Model:
         `read_at` on (the layout's change falls in the tick before it): a parent with a backlog
         and no more input has no queue of its own here (each queue is a share of the topic's
         input), and its children are not read before it is done. Where it retires none (a Kafka
-        expansion, adopted at second `at`), the new ones are not read before every partition kept
-        has processed the input up to `at` (the barrier: the pipeline plans a child into a batch
-        only then; run e6's first batch after the adoption read the parents alone and committed
+        expansion, adopted at second `at`), a new one is not read before its parent (the kept
+        partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
+        barrier: the pipeline plans a child into a batch only then, `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the parents alone and committed
         0.6 s after the restart, where a replay that read the children's 26 s of records in it
         committed 3.1 s after), but those whose parents `passed` it before the restart (each
         partition of `base`'s: runs e8 and e9 all, e11 three of four; `JobModel.layout_barrier_passed`).
@@ -654,14 +656,16 @@ class _Model:
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
         waiting = [p for p in new if not (passed and passed[p])]
         if waiting and not retired:  # a growth, some of its new partitions' parents not past the barrier yet
-            self.role = np.array([2 if p in waiting else 1 if p not in new else 0 for p in members], dtype=np.int8)
+            # a growth keeps partitions 0..n-1 and moves to partition p keys of p % n (its parent)
+            index = {p: i for i, p in enumerate(members)}
+            self.parent = np.array([index[old[p % len(old)]] if p in waiting else -1 for p in members])
             self.barrier = float(self.cum[at])
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
     def limits(self) -> _Limits | None:
         """What the layout changes so far hold each partition to, for the kernels; None where
         they hold none (most blocks of a run), which the kernels are compiled for on their own."""
-        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.role, float(self.barrier), self.dense)
+        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.parent, float(self.barrier), self.dense)
         return limits if _binding(limits) else None
 
     def arrivals(self, factor: int) -> np.ndarray:

@@ -1337,6 +1337,26 @@ def test_an_expansions_new_partitions_whose_parents_passed_the_barrier_before_th
     assert runs[one].lag_records[803] == pytest.approx(parents + child + waiting, rel=0.01)
 
 
+def test_an_expansions_new_partition_waits_for_its_own_parent_not_the_slowest_kept_one():
+    """150/s over two partitions, a fifth on the first: each task does 100/s, so the second
+    falls 20/s behind (10,000 at 500 s) and the first keeps up. Producers move half of each
+    one's keys to a new partition (partition 2 continues 0, 3 continues 1: p % 2, as the pipeline
+    reads `Barrier.parent`) 100 s before the adoption at 600 s. Partition 0 passes the barrier
+    as soon as the restart ends (605 s), so its child's 1,500 records drain at once; partition 1
+    holds 6,300 at 605 s, 6,000 of them below the barrier, and passes it at 665 s: only its
+    child waits that long. Until session 62 both waited for the slowest kept partition."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   restarts_measured_s=(5.0,), partition_weights=(0.2, 0.8, 0.0, 0.0),
+                   layout_changes_s=(600.0,), layout_weights=((0.1, 0.4, 0.1, 0.4),),
+                   layout_waits_s=(100.0,), layout_restarts=(True,))
+    run = simulate(workloads.constant(150, seconds=1200, noise=0), job, Fixed(1), tick_s=15)
+    assert run.lag_records[499] == pytest.approx(10_000, rel=0.01)
+    parent = 6_300 - 40 * (650 - 605)  # partition 1 at 650 s; partition 0 and its child drained
+    waiting = 60 * 100 + 60 * 50  # partition 3, unread since 500 s
+    assert run.lag_records[650] == pytest.approx(parent + waiting, rel=0.01)
+    assert run.lag_records[700] < run.lag_records[664]  # partition 3 read from 665 s
+
+
 def test_an_adopted_expansion_restarts_the_query_as_an_actuation_not_a_rescale():
     """The adoption's tick restarts the query (5 s measured) instead of asking the policy, and
     the daemon's cooldown counts from its end (run e1: its scale-down waited the cooldown from
