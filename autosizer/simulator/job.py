@@ -163,7 +163,7 @@ class JobModel:
     # before the daemon's decision, and the last batch before the drain may or may not have passed
     # them, parent by parent: runs e6 and e7 restarted with every new partition held (a first
     # batch of 0.6 s, the parents' alone), e8 and e9 with none (3.4 s, all of them), e11 with one
-    # of four. False: it waits until the kept partitions passed the barrier.
+    # of four. False: it waits until its parent (partition p % n of the n kept) passed the barrier.
     layout_barrier_passed: tuple[tuple[bool, ...], ...] = ()
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
