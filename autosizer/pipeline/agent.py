@@ -74,6 +74,8 @@ PROGRESS_SCHEMA = pa.schema(
         ("share_residues", pa.list_(pa.int64())), ("share_counts", pa.list_(pa.int64())),
         # the slot's wait for its records: Kinesis's reads upstream in the task, Kafka's own read
         ("read_ns", pa.int64()), ("read_rows", pa.int64()),
+        # when (epoch ns) it had them: a Kinesis slot takes what its shards hold then
+        ("read_end_ns", pa.int64()),
     ]
 )
 
@@ -747,7 +749,7 @@ class PipelineAgent:
         layout, cp, sink, process = self.layout, self.checkpoints, self.sink, self.process
         assert layout is not None and cp is not None
         generation = layout.generation
-        began = time.perf_counter()
+        began, began_at = time.perf_counter(), time.time()
         batch = self._committed_batch + 1
         sink.prepare(generation, batch, cp)
         if self._drained_at is not None and generation > self._drained_at[1]:
@@ -772,7 +774,7 @@ class PipelineAgent:
                 table = read(table)
                 if not table.num_rows:
                     return
-            read_ns, read_rows = time.perf_counter_ns() - waited, table.num_rows
+            read_ns, read_rows, read_end_ns = time.perf_counter_ns() - waited, table.num_rows, time.time_ns()
             result = run_slot(table, cp, process, WallDeadline(budget, stop=drain_requested))
             sink.write(generation, batch, slot_id, result.outputs, result.sources if sink.wants_sources else ())
             yield pa.RecordBatch.from_pylist(
@@ -785,7 +787,7 @@ class PipelineAgent:
                   "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
                   "cpu_ns": p.cpu_ns, "share_residues": [r for r, _ in p.residues],
                   "share_counts": [n for _, n in p.residues], "read_ns": read_ns,
-                  "read_rows": read_rows}
+                  "read_rows": read_rows, "read_end_ns": read_end_ns}
                  for p in result.progress],
                 schema=PROGRESS_SCHEMA,
             )
@@ -839,7 +841,11 @@ class PipelineAgent:
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
             self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
-            self.admission.observe_latency(self._planning_s() + committed_at - began - slowest)
+            planning = self._planning_s()
+            self.admission.observe_latency(planning + committed_at - began - slowest)
+            if self.kinesis and self._cycles_warm:  # a query's first reads wait for its Python workers
+                cut = min(row["read_end_ns"] for row in rows) / 1e9
+                self.admission.observe_read_boundary(planning + cut - began_at)
         # A query's second batch still pays its start (the JVM and the Python workers warming
         # up): measured on a backlog, its fixed cost read 0.56-0.75 s in three starts where the
         # batches after it read 0.2-0.35 s, and a load that saturates no later batch kept

@@ -56,8 +56,12 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            out): what grows with the factor; on
                                                            Kinesis at least what the endpoint took to
                                                            serve them (the driver's tails' pages)
-  autosizer_pipeline_commit_latency_seconds                a batch's read boundary to its commit,
-                                                           beyond its slowest slot's work
+  autosizer_pipeline_commit_latency_seconds                a batch's trigger to its commit, beyond
+                                                           its slowest slot's work
+  autosizer_pipeline_read_boundary_seconds                 Kinesis only: a batch's trigger to the cut
+                                                           of its records (a slot takes what its
+                                                           shards hold when it reads; Kafka's trigger
+                                                           plans the end offsets)
   autosizer_pipeline_service_cv                            a record's service time's coefficient of
                                                            variation: how far a task's rate in a
                                                            batch strays from its smoothed rate
@@ -139,6 +143,7 @@ class PipelineMetrics(Collector):
         self.overhead_s: float | None = None
         self.read_s: float | None = None
         self.commit_latency_s: float | None = None
+        self.read_boundary_s: float | None = None
         self.service_cv: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
@@ -173,6 +178,7 @@ class PipelineMetrics(Collector):
                 self.overhead_s = admission.overhead_s
                 self.read_s = admission.growing_read_s(self.layout.factor)
                 self.commit_latency_s = admission.commit_latency_s
+                self.read_boundary_s = admission.read_boundary_s
                 self.service_cv = admission.service_cv
                 self.hot_shares = dict(admission.hot_shares)
                 self.deadline_s = admission.config.batch_seconds
@@ -404,8 +410,13 @@ class PipelineMetrics(Collector):
                                     value=self.read_s)
         if self.commit_latency_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
-                                    "A batch's read boundary to its commit, beyond its slowest slot's work",
+                                    "A batch's trigger to its commit, beyond its slowest slot's work",
                                     value=self.commit_latency_s)
+        if self.read_boundary_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_read_boundary_seconds",
+                                    "How long after its trigger a batch's records are cut: a Kinesis slot takes "
+                                    "what its shards hold when it reads",
+                                    value=self.read_boundary_s)
         if self.service_cv is not None:
             yield GaugeMetricFamily("autosizer_pipeline_service_cv",
                                     "A record's service time's coefficient of variation, from how a task's rate varies",

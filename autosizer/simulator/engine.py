@@ -420,10 +420,11 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
-    of the partition's capacity; each queue works until it runs out or the deadline; the batch
+    of the partition's capacity, of the input `boundary_s` after its start (a Kinesis slot
+    takes what its shards hold when it reads; never past its commit); each queue works until it runs out or the deadline; the batch
     commits its work `latency_s` after the last queue stops, and the next may start
     `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
     when the first saturated batch (a queue left records it had read) after a saturated one
@@ -460,7 +461,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     full_before = False  # the last batch left records it read
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
-        c = _cum_at(cum, rate, t0 + start)
+        c = _cum_at(cum, rate, t0 + start + min(boundary_s, latency_s))
         work, admitted, full = 0.0, 0.0, False
         _barrier_passed(x, arrivals, limits, passed)
         for p in range(partitions):
@@ -703,7 +704,7 @@ class _Model:
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, limits)
+                job.run_ahead, limits, job.read_boundary_s)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:

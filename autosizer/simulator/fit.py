@@ -46,6 +46,7 @@ FIT_QUERIES: dict[str, str] = {
     "overhead": "max(autosizer_pipeline_batch_overhead_seconds{$selector})",
     "read": "max(autosizer_pipeline_batch_read_seconds{$selector})",
     "commit_latency": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
+    "read_boundary": "max(autosizer_pipeline_read_boundary_seconds{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
@@ -122,6 +123,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if latency is not None:
         settings["commit_latency_s"] = latency
         settings.setdefault("batch_overhead_s", latency)  # no cost measured: see `_overhead`
+    boundary = _median(series.get("read_boundary", ()))
+    if boundary is not None:
+        settings["read_boundary_s"] = boundary
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline

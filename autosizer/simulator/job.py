@@ -114,9 +114,13 @@ class JobModel:
     batch_seconds: float = 3.0
     batch_overhead_s: float = 0.6
     batch_overhead_per_task_s: float = 0.0  # more tasks, more to launch and commit per batch
-    # A batch's read boundary to its commit beyond its work: what a record waits at low load. The
+    # A batch's trigger to its commit beyond its work: what a record waits at low load. The
     # overhead above also holds what follows the commit. None: the overhead.
     commit_latency_s: float | None = None
+    # How long after its trigger a batch's records are cut: 0 on Kafka (the trigger plans the end
+    # offsets); a Kinesis slot takes what its shards hold when it reads (the pipeline's
+    # `read_boundary_seconds`), so a record that came after the trigger may make the batch.
+    read_boundary_s: float = 0.0
     trigger_s: float = 1.0
     run_ahead: float = 1.5
     # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
@@ -212,6 +216,7 @@ class JobModel:
             "batch_overhead_s": (self.batch_overhead_s >= 0, "0 or more"),
             "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
             "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
+            "read_boundary_s": (self.read_boundary_s >= 0, "0 or more"),
             "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
                                           or self.overhead_shown_at_start_s >= 0, "0 or more"),
             "trigger_s": (self.trigger_s > 0, "above 0"),
@@ -466,7 +471,7 @@ class JobModel:
         return self.batch_overhead_s + self.batch_overhead_per_task_s * self.partitions * factor
 
     def latency(self, factor: int) -> float:
-        """A batch's read boundary to its commit, beyond its work: when its records stop lagging."""
+        """A batch's trigger to its commit, beyond its work: when its records stop lagging."""
         return self.overhead(factor) if self.commit_latency_s is None else self.commit_latency_s
 
     def shown_duty(self, factor: int, measured: bool) -> float:

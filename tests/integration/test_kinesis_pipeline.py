@@ -151,6 +151,10 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
     assert admission.duty(8) < admission.duty(1)
     assert agent.metrics.read_s is not None and agent.metrics.read_s > 0  # as the last batch left it
     assert "autosizer_pipeline_batch_read_seconds" in {family.name for family in agent.metrics.collect()}
+    # a slot takes what its shards hold when it reads: the records are cut after the trigger,
+    # before the commit (`read_boundary_seconds`, which the fit reads)
+    assert 0 < admission.read_boundary_s <= admission.commit_latency_s
+    assert "autosizer_pipeline_read_boundary_seconds" in {family.name for family in agent.metrics.collect()}
 
 
 def test_a_split_childs_records_count_under_its_parent_until_the_parent_is_done(

@@ -172,6 +172,18 @@ def test_the_job_capacity_stops_at_what_the_cores_do_at_the_cpu_a_record_costs()
     assert job_capacity(admission, layout) == pytest.approx(200)
 
 
+def test_a_kinesis_batchs_read_boundary_is_smoothed_and_a_clock_step_back_ignored():
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    assert admission.read_boundary_s is None  # Kafka never measures one: its trigger cuts the records
+    admission.observe_read_boundary(0.2)
+    assert admission.read_boundary_s == pytest.approx(0.2)
+    admission.observe_read_boundary(-0.5)
+    assert admission.read_boundary_s == pytest.approx(0.2)
+    for _ in range(40):
+        admission.observe_read_boundary(0.4)
+    assert admission.read_boundary_s == pytest.approx(0.4, abs=0.01)
+
+
 def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity():
     layout = Layout(topics={"orders": 1}, factor=2)
     admission = Admission(AdmissionConfig(batch_seconds=3))

@@ -709,6 +709,24 @@ def test_a_batch_commits_its_latency_after_its_work_and_the_next_starts_after_it
         JobModel(commit_latency_s=-0.1)
 
 
+def test_a_kinesis_batch_takes_the_records_its_shards_hold_when_its_slots_read():
+    """Kafka's trigger plans a batch's end offsets; a Kinesis slot takes what its shards hold
+    when it reads, later (`read_boundary_s`, the pipeline's `read_boundary_seconds`). At 50/s
+    into a 100/s task a batch works 0.5 s and commits 0.3 s later: cut at the trigger, the oldest
+    record left is 0.8 s old at the commit and 1.8 s at the next (mean 1.3); cut 0.2 s later,
+    0.2 s younger (mean 1.1). A cut never comes after the commit: 2 s reads as the latency.
+    Run r4's job showed about 1.0 s at both factors where its replay, cutting at the trigger,
+    showed 1.2-1.3 s."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                  batch_seconds=3.0, batch_overhead_s=0.4, commit_latency_s=0.3, trigger_s=1.0, run_ahead=1.5)
+    low = workloads.constant(50, seconds=60, noise=0)
+    for boundary, mean in ((0.0, 1.3), (0.2, 1.1), (2.0, 1.0)):
+        run = simulate(low, JobModel(**common, read_boundary_s=boundary), Fixed(1), tick_s=15)
+        assert np.allclose(run.lag_seconds[2:], mean), boundary
+    with pytest.raises(ValueError, match="read_boundary_s"):
+        JobModel(read_boundary_s=-0.1)
+
+
 def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
     """Where a step lands in a policy tick is part of what a trace tests (the phase test)."""
     step = workloads.step(100, 200, at=30, seconds=60, noise=0)
