@@ -836,12 +836,15 @@ class PipelineAgent:
         # upstream dump, a backfill at once) would have shown the daemon a cost as long as the
         # spell, and a capacity of next to nothing.
         saturated = any(p.pending for p in progress)
+        planning = self._planning_s()
         if self._cycles_warm and self._saturated_before and saturated:
             self.admission.observe_cycle(committed_at - self._last_commit, slowest, reader.read_records, layout.factor)
+            # this batch's trigger came as soon as the last one was done: what Spark took from that
+            # commit to it (the batch function's rest, its offset log, the trigger)
+            self.admission.observe_gap(began - planning - self._last_commit)
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
             self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
-            planning = self._planning_s()
             self.admission.observe_latency(planning + committed_at - began - slowest)
             if self.kinesis and self._cycles_warm:  # a query's first reads wait for its Python workers
                 cut = min(row["read_end_ns"] for row in rows) / 1e9

@@ -58,6 +58,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            serve them (the driver's tails' pages)
   autosizer_pipeline_commit_latency_seconds                a batch's trigger to its commit, beyond
                                                            its slowest slot's work
+  autosizer_pipeline_batch_gap_seconds                     of the fixed cost, what follows a commit
+                                                           before the next trigger (batches back to
+                                                           back): the rest grows with the records read
   autosizer_pipeline_read_boundary_seconds                 Kinesis only: a batch's trigger to the cut
                                                            of its records (a slot takes what its
                                                            shards hold when it reads; Kafka's trigger
@@ -144,6 +147,7 @@ class PipelineMetrics(Collector):
         self.read_s: float | None = None
         self.commit_latency_s: float | None = None
         self.read_boundary_s: float | None = None
+        self.gap_s: float | None = None
         self.service_cv: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
@@ -179,6 +183,7 @@ class PipelineMetrics(Collector):
                 self.read_s = admission.growing_read_s(self.layout.factor)
                 self.commit_latency_s = admission.commit_latency_s
                 self.read_boundary_s = admission.read_boundary_s
+                self.gap_s = admission.gap_s
                 self.service_cv = admission.service_cv
                 self.hot_shares = dict(admission.hot_shares)
                 self.deadline_s = admission.config.batch_seconds
@@ -412,6 +417,10 @@ class PipelineMetrics(Collector):
             yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
                                     "A batch's trigger to its commit, beyond its slowest slot's work",
                                     value=self.commit_latency_s)
+        if self.gap_s is not None:
+            yield GaugeMetricFamily("autosizer_pipeline_batch_gap_seconds",
+                                    "Of a saturated batch's fixed cost, what follows its commit before the next trigger",
+                                    value=self.gap_s)
         if self.read_boundary_s is not None:
             yield GaugeMetricFamily("autosizer_pipeline_read_boundary_seconds",
                                     "How long after its trigger a batch's records are cut: a Kinesis slot takes "

@@ -420,13 +420,17 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s, gap_s):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity, of the input `boundary_s` after its start (a Kinesis slot
     takes what its shards hold when it reads; never past its commit); each queue works until it runs out or the deadline; the batch
     commits its work `latency_s` after the last queue stops, and the next may start
-    `overhead_s` after it (or at the commit, if later). Lag only moves at commits. Also returned:
+    `overhead_s` after it (or at the commit, if later). Where the part of that cost after the
+    commit is known (`gap_s` >= 0), the part before it grows with the batch's read: from
+    `latency_s` for none to `overhead_s - gap_s` for a full one (the fullest partition's read over
+    its `run_ahead` span), and the next may start `gap_s` after the commit. Lag only moves at
+    commits. Also returned:
     when the first saturated batch (a queue left records it had read) after a saturated one
     committed (one after a batch that kept up waited for its trigger: it measures no cost),
     inf with none; and per tick whether a drain at its end would cut a batch still at work
@@ -462,7 +466,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start + min(boundary_s, latency_s))
-        work, admitted, full = 0.0, 0.0, False
+        work, admitted, full, fill = 0.0, 0.0, False, 0.0
         _barrier_passed(x, arrivals, limits, passed)
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
@@ -470,6 +474,8 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             if limits is not None and slowest < limits.mark[p]:
                 span *= max(1.0, limits.pace[p])
             end = min(_reach(limits, p, c, t0 + start, passed, slowest), slowest + span / max(weights[p], 1e-12))
+            if span > 0:
+                fill = max(fill, min(1.0, (end - slowest) * weights[p] / span))
             for q in range(2):
                 done[p, q], took[p, q], speed[p, q] = 0.0, 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
@@ -483,8 +489,12 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         if admitted <= 1e-9:
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
-        commit = start + work + latency_s
-        finished = max(commit, start + work + overhead_s)
+        if gap_s < 0:  # every batch pays the whole fixed cost
+            commit = start + work + latency_s
+            finished = max(commit, start + work + overhead_s)
+        else:
+            commit = start + work + latency_s + (overhead_s - gap_s - latency_s) * fill
+            finished = commit + gap_s
         while s < seconds and s + 1 <= commit:
             # a drain stops the batch in flight at each task's current record: what each queue has
             # done by then commits (a tick that ends before this batch starts has nothing in flight)
@@ -704,7 +714,7 @@ class _Model:
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, limits, job.read_boundary_s)
+                job.run_ahead, limits, job.read_boundary_s, -1.0 if job.batch_gap_s is None else job.batch_gap_s)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:

@@ -47,6 +47,7 @@ FIT_QUERIES: dict[str, str] = {
     "read": "max(autosizer_pipeline_batch_read_seconds{$selector})",
     "commit_latency": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     "read_boundary": "max(autosizer_pipeline_read_boundary_seconds{$selector})",
+    "batch_gap": "max(autosizer_pipeline_batch_gap_seconds{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
@@ -126,6 +127,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     boundary = _median(series.get("read_boundary", ()))
     if boundary is not None:
         settings["read_boundary_s"] = boundary
+    gap = _median(series.get("batch_gap", ()))
+    if gap is not None:
+        settings["batch_gap_s"] = gap
     deadline = _median(series.get("deadline", ()))
     if deadline is not None:
         settings["batch_seconds"] = deadline

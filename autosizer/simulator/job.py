@@ -121,6 +121,12 @@ class JobModel:
     # offsets); a Kinesis slot takes what its shards hold when it reads (the pipeline's
     # `read_boundary_seconds`), so a record that came after the trigger may make the batch.
     read_boundary_s: float = 0.0
+    # Of the fixed cost, what follows a commit before the next trigger (the pipeline's
+    # `batch_gap_seconds`, measured with batches back to back). Given, the rest comes before the
+    # commit and grows with what a batch reads: from `commit_latency_s` for an empty read to the
+    # fixed cost less this for a full one (`run_ahead` batches of the capacity), so a batch far
+    # from full commits and starts its successor sooner. None: every batch pays the whole cost.
+    batch_gap_s: float | None = None
     trigger_s: float = 1.0
     run_ahead: float = 1.5
     # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
@@ -217,6 +223,7 @@ class JobModel:
             "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
             "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
             "read_boundary_s": (self.read_boundary_s >= 0, "0 or more"),
+            "batch_gap_s": (self.batch_gap_s is None or self.batch_gap_s >= 0, "0 or more"),
             "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
                                           or self.overhead_shown_at_start_s >= 0, "0 or more"),
             "trigger_s": (self.trigger_s > 0, "above 0"),

@@ -450,10 +450,17 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     it began at that commit. The first one after a light load waited for its trigger, or for data,
     and its cycle held that wait: the step's first saturated batch in run 143 read 0.41 s, the
     later ones 0.16-0.21 s. Here a warm query waits 3 s for data, then meets a backlog: the first
-    batch over it measures nothing, the ones after it, which ran back to back, measure the cost."""
+    batch over it measures nothing, the ones after it, which ran back to back, measure the cost,
+    and of it the gap from a commit to the next trigger (`batch_gap_seconds`)."""
     store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
     seen: list[tuple[bool, float | None]] = []
-    agent.on_batch = lambda a, progress: seen.append((any(p.pending for p in progress), a.admission.overhead_s))
+    gaps: list[float | None] = []
+
+    def on_batch(a, progress):
+        seen.append((any(p.pending for p in progress), a.admission.overhead_s))
+        gaps.append(a.admission.gap_s)
+
+    agent.on_batch = on_batch
 
     def light_then_backlog(errors):
         for wave in range(4):  # warm batches that keep up
@@ -469,6 +476,10 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert first >= 4 and not any(pending for pending, _ in seen[:first]), seen
     assert seen[first][1] is None, f"the batch after the wait took it for the fixed cost: {seen}"
     assert any(overhead is not None for _, overhead in seen[first + 1:]), seen
+    assert gaps[first] is None, f"the wait taken for the gap after a commit: {gaps}"
+    measured = [(gap, overhead) for gap, (_, overhead) in zip(gaps, seen, strict=True) if gap is not None]
+    assert measured and all(0 <= gap <= overhead for gap, overhead in measured), measured
+    assert "autosizer_pipeline_batch_gap_seconds" in {family.name for family in agent.metrics.collect()}
 
 
 def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeline, broker):

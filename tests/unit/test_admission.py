@@ -184,6 +184,17 @@ def test_a_kinesis_batchs_read_boundary_is_smoothed_and_a_clock_step_back_ignore
     assert admission.read_boundary_s == pytest.approx(0.4, abs=0.01)
 
 
+def test_the_gap_after_a_commit_is_smoothed_and_a_clock_step_back_ignored():
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    assert admission.gap_s is None  # until batches run back to back
+    admission.observe_gap(0.1)
+    admission.observe_gap(-0.2)
+    assert admission.gap_s == pytest.approx(0.1)
+    for _ in range(40):
+        admission.observe_gap(0.05)
+    assert admission.gap_s == pytest.approx(0.05, abs=0.005)
+
+
 def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity():
     layout = Layout(topics={"orders": 1}, factor=2)
     admission = Admission(AdmissionConfig(batch_seconds=3))

@@ -31,6 +31,7 @@ def run_series(shares=(0.5, 0.3, 0.2, 0.15)):
         "overhead": [({}, [(x, 0.5 + (i % 2) * 0.1) for i, x in enumerate(t)])],
         "commit_latency": [({}, [(x, 0.15) for x in t])],
         "read_boundary": [({}, [(x, 0.1 + (i % 3) * 0.05) for i, x in enumerate(t)])],
+        "batch_gap": [({}, [(x, 0.08) for x in t])],
         "restart": [({}, [(x, 1.2) for x in t[30:40]] + [(x, 0.4) for x in t[40:50]] + [(x, 1.2) for x in t[50:]])],
         "factor": [({}, [(x, 1.0 if x < START + 30 else 2.0) for x in t])],
         "lag_seconds": [({}, [(x, float(i % 5)) for i, x in enumerate(t)])],
@@ -49,6 +50,7 @@ def test_the_job_model_is_what_the_run_measured():
     assert job.duty() == pytest.approx(3 / 3.5)
     assert job.commit_latency_s == pytest.approx(0.15) and job.latency(2) == pytest.approx(0.15)
     assert job.read_boundary_s == pytest.approx(0.15)  # the median: a Kinesis batch's records cut after its trigger
+    assert job.batch_gap_s == pytest.approx(0.08)  # of the fixed cost, what follows a commit
 
 
 def test_the_cpu_a_record_costs_and_the_cores_cap_the_model_as_they_capped_the_run():
@@ -67,11 +69,12 @@ def test_the_cpu_a_record_costs_and_the_cores_cap_the_model_as_they_capped_the_r
 
 def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
     series = run_series()
-    for name in ("hot_share", "overhead", "restart", "commit_latency", "read_boundary"):
+    for name in ("hot_share", "overhead", "restart", "commit_latency", "read_boundary", "batch_gap"):
         series[name] = []
     job = fit_job(series)
     assert not job.hot_share_table_measured and job.batch_overhead_s == 0.6 and job.restart_downtime_s == 5.0
     assert job.read_boundary_s == 0.0  # Kafka exports none: the trigger cuts the records
+    assert job.batch_gap_s is None  # never back to back: every batch pays the whole cost
     assert job.commit_latency_s is None and job.latency(1) == 0.6  # no measurement: the overhead
     with pytest.raises(ValueError, match="no input rate series"):
         fit_job({"input_rate": []})

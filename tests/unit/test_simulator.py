@@ -727,6 +727,32 @@ def test_a_kinesis_batch_takes_the_records_its_shards_hold_when_its_slots_read()
         JobModel(read_boundary_s=-0.1)
 
 
+def test_a_batch_far_from_full_pays_the_part_of_its_fixed_cost_that_grows_with_its_read():
+    """The pipeline measures a saturated batch's whole fixed cost (0.7 s) and, with batches back
+    to back, the part of it after the commit (`batch_gap_s`, 0.1 s); the rest, before the commit,
+    grows with what the batch read (a Kinesis slot's read, the records' writes), from the commit
+    latency (0.2 s) for an empty read to 0.6 s for a full one (`run_ahead` spans: 450 records).
+    At 60/s into a 100/s task a batch reads 60 records: it commits 0.25 s after its 0.6 s of
+    work and the next starts on its trigger, where charged the saturated 0.7 s the batches ran
+    back to back, 1.25 s each, the oldest record 2.1 s old on the mean against 1.35 s (run u5's
+    job at 56% busy started each batch on its 1 s trigger, 0.8 s long; its replay's ran 1.15 s,
+    back to back). Saturated, a batch pays the same 0.7 s either way: the same capacity."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000), batch_seconds=3.0,
+                  batch_overhead_s=0.7, commit_latency_s=0.2, trigger_s=1.0, run_ahead=1.5)
+    whole, split = JobModel(**common), JobModel(**common, batch_gap_s=0.1)
+    low = workloads.constant(60, seconds=120, noise=0)
+    runs = {job.batch_gap_s: simulate(low, job, Fixed(1), tick_s=15) for job in (whole, split)}
+    assert runs[None].batch_duration[20:] == pytest.approx(1.25, abs=0.005)
+    assert runs[0.1].batch_duration[20:] == pytest.approx(0.6 + 0.2 + 0.4 * 60 / 450, abs=0.005)
+    assert runs[None].lag_seconds[20:].mean() == pytest.approx(2.13, abs=0.01)
+    assert runs[0.1].lag_seconds[20:].mean() == pytest.approx(1.353, abs=0.01)
+    high = workloads.constant(150, seconds=600, noise=0)
+    behind = [simulate(high, job, Fixed(1), tick_s=15).lag_records[599] for job in (whole, split)]
+    assert behind[1] == pytest.approx(behind[0], rel=0.001)
+    with pytest.raises(ValueError, match="batch_gap_s"):
+        JobModel(batch_gap_s=-0.1)
+
+
 def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
     """Where a step lands in a policy tick is part of what a trace tests (the phase test)."""
     step = workloads.step(100, 200, at=30, seconds=60, noise=0)
