@@ -64,6 +64,11 @@ FIT_QUERIES: dict[str, str] = {
 }
 
 
+# The job settings that are a series' median over the run, where the run has one.
+MEDIANS = {"read_boundary": "read_boundary_s", "batch_gap": "batch_gap_s", "deadline": "batch_seconds",
+           "service_cv": "process_cv"}
+
+
 # A series no query returns: the records that arrived in each second, counted from their own
 # timestamps by a reader of the topic (`arrivals.read_arrivals`: `autosizer fit --bootstrap`,
 # the sim-vs-real benchmark); the load, where present
@@ -124,18 +129,10 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if latency is not None:
         settings["commit_latency_s"] = latency
         settings.setdefault("batch_overhead_s", latency)  # no cost measured: see `_overhead`
-    boundary = _median(series.get("read_boundary", ()))
-    if boundary is not None:
-        settings["read_boundary_s"] = boundary
-    gap = _median(series.get("batch_gap", ()))
-    if gap is not None:
-        settings["batch_gap_s"] = gap
-    deadline = _median(series.get("deadline", ()))
-    if deadline is not None:
-        settings["batch_seconds"] = deadline
-    cv = _median(series.get("service_cv", ()))
-    if cv is not None:
-        settings["process_cv"] = cv
+    for name, setting in MEDIANS.items():
+        value = _median(series.get(name, ()))
+        if value is not None:
+            settings[setting] = value
     restarts = _changes(series.get("restart", ()))
     if restarts:
         settings["restart_downtime_s"] = statistics.median(restarts)

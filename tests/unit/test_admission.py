@@ -172,27 +172,19 @@ def test_the_job_capacity_stops_at_what_the_cores_do_at_the_cpu_a_record_costs()
     assert job_capacity(admission, layout) == pytest.approx(200)
 
 
-def test_a_kinesis_batchs_read_boundary_is_smoothed_and_a_clock_step_back_ignored():
+@pytest.mark.parametrize("observe, attribute", [
+    ("observe_read_boundary", "read_boundary_s"),  # Kafka never measures one: its trigger cuts the records
+    ("observe_gap", "gap_s"),  # measured only where batches run back to back
+])
+def test_a_batchs_read_boundary_and_gap_are_smoothed_and_a_clock_step_back_ignored(observe, attribute):
     admission = Admission(AdmissionConfig(batch_seconds=3))
-    assert admission.read_boundary_s is None  # Kafka never measures one: its trigger cuts the records
-    admission.observe_read_boundary(0.2)
-    assert admission.read_boundary_s == pytest.approx(0.2)
-    admission.observe_read_boundary(-0.5)
-    assert admission.read_boundary_s == pytest.approx(0.2)
+    assert getattr(admission, attribute) is None
+    getattr(admission, observe)(0.2)
+    getattr(admission, observe)(-0.5)
+    assert getattr(admission, attribute) == pytest.approx(0.2)
     for _ in range(40):
-        admission.observe_read_boundary(0.4)
-    assert admission.read_boundary_s == pytest.approx(0.4, abs=0.01)
-
-
-def test_the_gap_after_a_commit_is_smoothed_and_a_clock_step_back_ignored():
-    admission = Admission(AdmissionConfig(batch_seconds=3))
-    assert admission.gap_s is None  # until batches run back to back
-    admission.observe_gap(0.1)
-    admission.observe_gap(-0.2)
-    assert admission.gap_s == pytest.approx(0.1)
-    for _ in range(40):
-        admission.observe_gap(0.05)
-    assert admission.gap_s == pytest.approx(0.05, abs=0.005)
+        getattr(admission, observe)(0.4)
+    assert getattr(admission, attribute) == pytest.approx(0.4, abs=0.01)
 
 
 def test_the_commit_latency_is_measured_on_every_batch_and_not_in_the_capacity():
