@@ -337,9 +337,9 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # What a layout change holds each partition to, per partition (the kernels read them; `_Model`
 # sets them): a re-shard's children go at `pace` times their capacity up to position `mark`
 # (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
-# never); an expansion's new partition waits for its parent (`parent`, the partition whose keys
-# it takes; -1: none) to pass the `barrier` position; a held partition's records below position `dense[:, 1]` count
-# `dense[:, 0]` times its share (`_records`). Where none binds, the kernels get None instead and
+# never); an expansion's new partition waits for its parent (`parent`, the partition whose
+# keys it takes; -1: none) to pass the `barrier` position; a held partition's records below
+# position `dense[:, 1]` count `dense[:, 0]` times its share (`_records`). Where none binds, the kernels get None instead and
 # numba compiles them without (session 60's limits, read everywhere, cost a week's run 12-23%).
 _Limits = namedtuple("_Limits", "mark pace stop lift parent barrier dense")
 
@@ -424,8 +424,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity, of the input `boundary_s` after its start (a Kinesis slot
-    takes what its shards hold when it reads; never past its commit); each queue works until it runs out or the deadline; the batch
-    commits its work `latency_s` after the last queue stops, and the next may start
+    takes what its shards hold when it reads; never past its commit); each queue works until it
+    runs out or the deadline; the batch commits its work `latency_s` after the last queue
+    stops, and the next may start
     `overhead_s` after it (or at the commit, if later). Where the part of that cost after the
     commit is known (`gap_s` >= 0), the part before it grows with the batch's read: from
     `latency_s` for none to `overhead_s - gap_s` for a full one (the fullest partition's read over
@@ -640,8 +641,9 @@ class _Model:
         input), and its children are not read before it is done. Where it retires none (a Kafka
         expansion, adopted at second `at`), a new one is not read before its parent (the kept
         partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
-        barrier: the pipeline plans a child into a batch only then, `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the parents alone and committed
-        0.6 s after the restart, where a replay that read the children's 26 s of records in it
+        barrier: the pipeline plans a child into a batch only then,
+        `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
+        parents alone and committed 0.6 s after the restart, where a replay that read the children's 26 s of records in it
         committed 3.1 s after), but those whose parents `passed` it before the restart (each
         partition of `base`'s: runs e8 and e9 all, e11 three of four; `JobModel.layout_barrier_passed`).
         Returns the new positions."""

@@ -223,7 +223,8 @@ class JobModel:
             "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
             "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
             "read_boundary_s": (self.read_boundary_s >= 0, "0 or more"),
-            "batch_gap_s": (self.batch_gap_s is None or self.batch_gap_s >= 0, "0 or more"),
+            "batch_gap_s": (self.batch_gap_s is None or 0 <= self.batch_gap_s <= self.batch_overhead_s,
+                            f"from 0 to batch_overhead_s ({self.batch_overhead_s:g}), a part of the fixed cost"),
             "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
                                           or self.overhead_shown_at_start_s >= 0, "0 or more"),
             "trigger_s": (self.trigger_s > 0, "above 0"),

@@ -751,6 +751,8 @@ def test_a_batch_far_from_full_pays_the_part_of_its_fixed_cost_that_grows_with_i
     assert behind[1] == pytest.approx(behind[0], rel=0.001)
     with pytest.raises(ValueError, match="batch_gap_s"):
         JobModel(batch_gap_s=-0.1)
+    with pytest.raises(ValueError, match=r"batch_gap_s must be from 0 to batch_overhead_s \(0.6\)"):
+        JobModel(batch_gap_s=0.7)  # more than the whole fixed cost
 
 
 def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
