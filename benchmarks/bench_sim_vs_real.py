@@ -165,8 +165,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series),
         input_over_scrapes=input_over_scrapes)
     print(f"\nfitted: {job.partitions_words()}, {job.process_seconds * 1000:.2f} ms per record, "
-          f"batch {job.batch_seconds:g} s + {job.cost_words()} fixed cost"
-          f"{f' ({job.batch_gap_s:.2f} s of it after the commit)' if job.batch_gap_s is not None else ''}"
+          f"batch {job.batch_seconds:g} s + a fixed cost of {job.cost_words()}"
           f"{f', records cut {job.read_boundary_s:.2f} s after the trigger' if job.read_boundary_s else ''}, restarts "
           f"{', '.join(f'{r:.2f}' for r in job.restarts_measured_s) or f'{job.restart_downtime_s:.2f}'} s, metrics {job.metrics_age_s:.2f} s old (scraped every "
           f"{job.scrape_interval_s:g} s), {'' if job.overhead_known_at_start else 'batch cost not known at the start, '}"

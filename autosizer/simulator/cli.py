@@ -243,7 +243,6 @@ def run_fit(args: argparse.Namespace) -> None:
     job = fitted.job
     sys.stdout.write(f"{path}: {job.partitions_words()}, {job.process_seconds * 1000:.2f} ms per record, "
                      f"batch {job.batch_seconds:g} s + {job.cost_words()}"
-                     f"{f' ({job.batch_gap_s:.2f} s of it after the commit)' if job.batch_gap_s is not None else ''}"
                      f"{f' (records cut {job.read_boundary_s:.2f} s after the trigger)' if job.read_boundary_s else ''}, restart "
                      f"{job.restart_downtime_s:.1f} s, service-time CV {job.process_cv:.2f}, "
                      f"{fitted.load.seconds} s of load from {fitted.load_source}\n")

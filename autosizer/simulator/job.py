@@ -470,9 +470,11 @@ class JobModel:
         return best
 
     def cost_words(self) -> str:
-        """A batch's fixed cost as a person reads it: `0.40 s` or `0.40 s + 4.3 ms a task`."""
+        """A batch's fixed cost as a person reads it: `0.40 s`, `0.40 s + 4.3 ms a task`, and
+        `(0.05 s of it after the commit)` where that part is known."""
         per_task = f" + {self.batch_overhead_per_task_s * 1000:.1f} ms a task" if self.batch_overhead_per_task_s else ""
-        return f"{self.batch_overhead_s:.2f} s{per_task}"
+        gap = "" if self.batch_gap_s is None else f" ({self.batch_gap_s:.2f} s of it after the commit)"
+        return f"{self.batch_overhead_s:.2f} s{per_task}{gap}"
 
     def overhead(self, factor: int) -> float:
         """A batch's fixed cost at `factor`: a base plus a share per virtual task."""

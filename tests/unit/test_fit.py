@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -148,7 +150,9 @@ def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
     job = fit_job(series)
     assert job.batch_overhead_s == pytest.approx(0.4) and job.batch_overhead_per_task_s == pytest.approx(1.1 / 16)
     assert job.overhead(8) == pytest.approx(1.5) and job.overhead(1) == pytest.approx(0.4 + 1.1 / 8)
-    assert job.cost_words() == "0.40 s + 68.8 ms a task" and flat.cost_words() == "1.50 s"
+    unsplit = dataclasses.replace(job, batch_gap_s=None)  # the run measured a gap after the commit too
+    assert unsplit.cost_words() == "0.40 s + 68.8 ms a task" and flat.cost_words() == "1.50 s (0.08 s of it after the commit)"
+    assert job.cost_words() == "0.40 s + 68.8 ms a task (0.08 s of it after the commit)"
     shown = job.shown_duties(measured=True)
     assert shown is not None and shown[FACTORS.index(1)] == pytest.approx(job.duty(1))
     assert job.shown_duties(measured=False) is None and flat.shown_duties(measured=True) is None
