@@ -464,9 +464,11 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     cut = np.zeros(ticks, dtype=np.bool_)
     start = float(down_s)
     full_before = False  # the last batch left records it read
+    # the soonest a batch commits after its work: its records are cut no later
+    first_commit = latency_s if gap_s < 0 else min(latency_s, overhead_s - gap_s)
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
-        c = _cum_at(cum, rate, t0 + start + min(boundary_s, latency_s))
+        c = _cum_at(cum, rate, t0 + start + min(boundary_s, first_commit))
         work, admitted, full, fill = 0.0, 0.0, False, 0.0
         _barrier_passed(x, arrivals, limits, passed)
         for p in range(partitions):

@@ -749,6 +749,11 @@ def test_a_batch_far_from_full_pays_the_part_of_its_fixed_cost_that_grows_with_i
     high = workloads.constant(150, seconds=600, noise=0)
     behind = [simulate(high, job, Fixed(1), tick_s=15).lag_records[599] for job in (whole, split)]
     assert behind[1] == pytest.approx(behind[0], rel=0.001)
+    # a full batch's part before the commit (0.7 - 0.6 = 0.1 s) below the latency: records cut
+    # later read as cut then, the soonest a batch commits after its work (never past a commit)
+    late = simulate(low, JobModel(**{**common, "batch_gap_s": 0.6, "read_boundary_s": 0.5}), Fixed(1), tick_s=15)
+    cut = simulate(low, JobModel(**{**common, "batch_gap_s": 0.6, "read_boundary_s": 0.1}), Fixed(1), tick_s=15)
+    assert late.lag_seconds[2:].min() >= 0 and np.allclose(late.lag_seconds, cut.lag_seconds)
     with pytest.raises(ValueError, match="batch_gap_s"):
         JobModel(batch_gap_s=-0.1)
     with pytest.raises(ValueError, match=r"batch_gap_s must be from 0 to batch_overhead_s \(0.6\)"):
