@@ -113,6 +113,28 @@ class SlotStats:
     read_records: int = 0  # the records it read (its tasks' and the ones they skip)
 
 
+# The job's one-value gauges, as (attribute, series, help), exported once measured.
+SCALAR_GAUGES = (
+    ("deadline_s", "autosizer_pipeline_batch_deadline_seconds", "A batch's time budget (--batch-seconds)"),
+    ("cores", "autosizer_pipeline_cores", "Cores the slots run on: the CPU a record costs caps the job there"),
+    ("restart_s", "autosizer_pipeline_restart_seconds",
+     "Last drain to the next generation's first batch (a rescale's downtime)"),
+    ("overhead_s", "autosizer_pipeline_batch_overhead_seconds", "A saturated batch's fixed cost outside its tasks' work"),
+    ("read_s", "autosizer_pipeline_batch_read_seconds",
+     "Of a saturated batch's fixed cost at the running factor, the time its slowest-reading slot spends on its "
+     "records: the part that grows with the factor"),
+    ("commit_latency_s", "autosizer_pipeline_commit_latency_seconds",
+     "A batch's trigger to its commit, beyond its slowest slot's work"),
+    ("gap_s", "autosizer_pipeline_batch_gap_seconds",
+     "Of a saturated batch's fixed cost, what follows its commit before the next trigger"),
+    ("read_boundary_s", "autosizer_pipeline_read_boundary_seconds",
+     "How long after its trigger a batch's records are cut: a Kinesis slot takes what its shards hold when it reads"),
+    ("service_cv", "autosizer_pipeline_service_cv",
+     "A record's service time's coefficient of variation, from how a task's rate varies"),
+    ("job_capacity", "autosizer_pipeline_capacity", "Records/s the job can take in key order, batch cost included"),
+)
+
+
 class PipelineMetrics(Collector):
     def __init__(self, job: str):
         self.job = job
@@ -393,48 +415,10 @@ class PipelineMetrics(Collector):
             for factor, value in zip(FACTORS, shares, strict=False):
                 hot.add_metric([topic, str(partition), str(factor)], value)
         yield hot
-        if self.deadline_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_batch_deadline_seconds",
-                                    "A batch's time budget (--batch-seconds)", value=self.deadline_s)
-        if self.cores is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_cores",
-                                    "Cores the slots run on: the CPU a record costs caps the job there",
-                                    value=self.cores)
-        if self.restart_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_restart_seconds",
-                                    "Last drain to the next generation's first batch (a rescale's downtime)",
-                                    value=self.restart_s)
-        if self.overhead_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_batch_overhead_seconds",
-                                    "A saturated batch's fixed cost outside its tasks' work",
-                                    value=self.overhead_s)
-        if self.read_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_batch_read_seconds",
-                                    "Of a saturated batch's fixed cost at the running factor, the time its "
-                                    "slowest-reading slot spends on its records: the part that grows with the factor",
-                                    value=self.read_s)
-        if self.commit_latency_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_commit_latency_seconds",
-                                    "A batch's trigger to its commit, beyond its slowest slot's work",
-                                    value=self.commit_latency_s)
-        if self.gap_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_batch_gap_seconds",
-                                    "Of a saturated batch's fixed cost, what follows its commit before the next trigger",
-                                    value=self.gap_s)
-        if self.read_boundary_s is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_read_boundary_seconds",
-                                    "How long after its trigger a batch's records are cut: a Kinesis slot takes "
-                                    "what its shards hold when it reads",
-                                    value=self.read_boundary_s)
-        if self.service_cv is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_service_cv",
-                                    "A record's service time's coefficient of variation, from how a task's rate varies",
-                                    value=self.service_cv)
-        if self.job_capacity is not None:
-            yield GaugeMetricFamily("autosizer_pipeline_capacity",
-                                    "Records/s the job can take in key order, batch cost included",
-                                    value=self.job_capacity)
-
+        for attribute, name, text in SCALAR_GAUGES:
+            value = getattr(self, attribute)
+            if value is not None:  # not measured yet: no series, never a made-up 0
+                yield GaugeMetricFamily(name, text, value=value)
 
 def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> int:
     """Expose `metrics` on http://address:port/metrics and return the port bound: port 0 lets
