@@ -303,6 +303,18 @@ class Admission:
         return out
 
 
+def read_fill(progress: Iterable[TaskProgress], spans: Mapping[TopicPartition, int]) -> float | None:
+    """How full a batch's read was: its fullest partition's records read over the span its plan
+    allowed (`run_ahead` batches of the partition's capacity), at most 1. The part of a batch's
+    fixed cost before its commit grows with the records a batch reads (the simulator takes it
+    as a line in this, from the commit latency for none to the fixed cost less the gap for a
+    full read), so the pipeline exports it with each batch's latency for a fit to check the
+    line. None where the batch read no partition its plan had."""
+    fills = [min(1.0, p.read / spans[(p.topic, p.partition)]) for p in progress
+             if spans.get((p.topic, p.partition), 0) > 0]
+    return max(fills) if fills else None
+
+
 def job_capacity(admission: Admission, layout: Layout, cores: int | None = None) -> float:
     """Records/s the whole job can take in key order, the fixed cost of its batches included,
     for input spread evenly over the partitions (Kafka's default partitioner): the partition

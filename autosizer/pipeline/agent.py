@@ -47,7 +47,7 @@ from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreErro
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import waiting_under as waiting_partitions
 from autosizer.pipeline import kinesis_source
-from autosizer.pipeline.admission import Admission, AdmissionConfig
+from autosizer.pipeline.admission import Admission, AdmissionConfig, read_fill
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.kafka_source import EPOCH, offset_key, read_slot, register, write_plan
@@ -262,6 +262,7 @@ class PipelineAgent:
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
         self._cycles_warm = False  # a query's third batch on: its cycles measure the fixed cost
+        self._spans: dict[tuple[str, int], int] = {}  # the read plan's spans the next batch reads
         # the last batch left records it read: only then is the next one's cycle from its commit
         # a saturated job's own (see `_process_batch`)
         self._saturated_before = False
@@ -641,6 +642,7 @@ class PipelineAgent:
         blocked = cp.blocked_partitions()
         starts = {tp: o for tp, o in cp.start_offsets().items() if tp not in blocked}
         plan = self.admission.plan(layout, starts)
+        self._spans = {tp: p.span for tp, p in plan.items()}
         write_plan(self._plan_file, {EPOCH: self._starts, **{
             offset_key(*tp): {"start": p.start, "span": p.span} for tp, p in plan.items()}})
 
@@ -845,7 +847,11 @@ class PipelineAgent:
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
             self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
-            self.admission.observe_latency(planning + committed_at - began - slowest)
+            latency = planning + committed_at - began - slowest
+            self.admission.observe_latency(latency)
+            fill = read_fill(progress, self._spans)
+            if self._cycles_warm and fill is not None:
+                self.metrics.observe_commit(fill, latency)
             if self.kinesis and self._cycles_warm:  # a query's first reads wait for its Python workers
                 cut = min(row["read_end_ns"] for row in rows) / 1e9
                 self.admission.observe_read_boundary(planning + cut - began_at)

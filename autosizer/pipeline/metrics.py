@@ -65,6 +65,10 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            of its records (a slot takes what its
                                                            shards hold when it reads; Kafka's trigger
                                                            plans the end offsets)
+  autosizer_pipeline_batch_fill                            the last warm batch with records: its fullest
+                                                           partition's read over its planned span
+  autosizer_pipeline_batch_latency_seconds                 that batch's commit latency, not smoothed
+                                                           (the pair checks how it grows with the read)
   autosizer_pipeline_service_cv                            a record's service time's coefficient of
                                                            variation: how far a task's rate in a
                                                            batch strays from its smoothed rate
@@ -129,6 +133,10 @@ SCALAR_GAUGES = (
      "Of a saturated batch's fixed cost, what follows its commit before the next trigger"),
     ("read_boundary_s", "autosizer_pipeline_read_boundary_seconds",
      "How long after its trigger a batch's records are cut: a Kinesis slot takes what its shards hold when it reads"),
+    ("batch_fill", "autosizer_pipeline_batch_fill",
+     "The last warm batch's fullest partition read over the span planned for it (1: a full read)"),
+    ("batch_latency_s", "autosizer_pipeline_batch_latency_seconds",
+     "The same batch's trigger to its commit beyond its slowest slot's work (one batch, not smoothed)"),
     ("service_cv", "autosizer_pipeline_service_cv",
      "A record's service time's coefficient of variation, from how a task's rate varies"),
     ("job_capacity", "autosizer_pipeline_capacity", "Records/s the job can take in key order, batch cost included"),
@@ -170,6 +178,8 @@ class PipelineMetrics(Collector):
         self.commit_latency_s: float | None = None
         self.read_boundary_s: float | None = None
         self.gap_s: float | None = None
+        self.batch_fill: float | None = None
+        self.batch_latency_s: float | None = None
         self.service_cv: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
@@ -225,6 +235,12 @@ class PipelineMetrics(Collector):
                         current[i] += count
             self.busy = {t: ns / wall_ns[t] if wall_ns.get(t) else 0.0 for t, ns in busy.items()}
             self.positions = dict(positions)
+
+    def observe_commit(self, fill: float, latency_s: float) -> None:
+        """One warm batch's read fill (`admission.read_fill`) and commit latency, set together so
+        a scrape reads them as a pair: what checks the line the simulator takes between them."""
+        with self._lock:
+            self.batch_fill, self.batch_latency_s = fill, latency_s
 
     def restarted(self, seconds: float) -> None:
         """A drain's start to the first batch of the next generation: processing stopped that long."""

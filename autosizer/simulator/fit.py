@@ -48,6 +48,10 @@ FIT_QUERIES: dict[str, str] = {
     "commit_latency": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
     "read_boundary": "max(autosizer_pipeline_read_boundary_seconds{$selector})",
     "batch_gap": "max(autosizer_pipeline_batch_gap_seconds{$selector})",
+    # one warm batch's read fill and commit latency, a pair at each scrape: the line the model
+    # takes between them, checked batch by batch (`batch_commits`)
+    "batch_fill": "max(autosizer_pipeline_batch_fill{$selector})",
+    "batch_latency": "max(autosizer_pipeline_batch_latency_seconds{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
@@ -67,6 +71,12 @@ FIT_QUERIES: dict[str, str] = {
 # The job settings that are a series' median over the run, where the run has one.
 MEDIANS = {"read_boundary": "read_boundary_s", "batch_gap": "batch_gap_s", "deadline": "batch_seconds",
            "service_cv": "process_cv"}
+
+
+# Of the batches the pipeline exported with their read's fill (`batch_commits`), those under this
+# fill are light: their mean latency is the model's commit latency, with at least this many
+LIGHT_FILL = 0.5
+MIN_LIGHT_BATCHES = 10
 
 
 # A series no query returns: the records that arrived in each second, counted from their own
@@ -125,7 +135,8 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     settings["overhead_known_at_start"] = _overhead_known_at_start(series)
     if settings["overhead_known_at_start"]:
         settings["overhead_shown_at_start_s"] = _points(series["overhead"])[0][1]
-    latency = _median(series.get("commit_latency", ()))
+    latency = _light_latency(batch_commits(series, 0.0))
+    latency = _median(series.get("commit_latency", ())) if latency is None else latency
     if latency is not None:
         settings["commit_latency_s"] = latency
         settings.setdefault("batch_overhead_s", latency)  # no cost measured: see `_overhead`
@@ -548,6 +559,29 @@ def _toml(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
+
+
+def batch_commits(series: Mapping[str, Series], start: float) -> np.ndarray:
+    """(batches, 3): each warm batch's (second of the run, read fill, commit latency) as the
+    pipeline exported them together (`autosizer_pipeline_batch_fill`, `..._batch_latency_seconds`),
+    once per batch: a range query repeats a gauge at every step until the next batch sets it,
+    and two batches never measure the same pair. Empty for a run saved before session 63."""
+    latency = dict(_points(series.get("batch_latency", ())))
+    rows: list[tuple[float, float, float]] = []
+    for t, fill in _points(series.get("batch_fill", ())):
+        if t in latency and (not rows or (fill, latency[t]) != rows[-1][1:]):
+            rows.append((t - start, fill, latency[t]))
+    return np.array(rows, dtype=np.float64).reshape(-1, 3)
+
+
+def _light_latency(commits: np.ndarray) -> float | None:
+    """`JobModel.commit_latency_s` from the run's batches themselves: the mean commit latency of
+    those that read under LIGHT_FILL of their span (the line's empty end; a full read pays the
+    fixed cost less its gap), where the run has MIN_LIGHT_BATCHES of them. A record's wait is
+    the mean, and the smoothed gauge's median sits below it: run r8's Kinesis batches waited
+    0.297 s on the mean where the gauge's median read 0.275 s (a few batches wait 0.4-0.8 s)."""
+    light = commits[commits[:, 1] < LIGHT_FILL, 2] if commits.size else commits
+    return float(light.mean()) if light.size >= MIN_LIGHT_BATCHES else None
 
 
 def _points(series: Series | Sequence[Any]) -> list[tuple[float, float]]:

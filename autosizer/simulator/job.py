@@ -484,6 +484,16 @@ class JobModel:
         """A batch's trigger to its commit, beyond its work: when its records stop lagging."""
         return self.overhead(factor) if self.commit_latency_s is None else self.commit_latency_s
 
+    def commit_wait(self, factor: int, fill: float) -> float:
+        """A batch's trigger to its commit beyond its work, for a read `fill` full (0 to 1: the
+        fullest partition's read over its `run_ahead` span): the commit latency for an empty read
+        and the fixed cost less the gap after the commit for a full one, in step between; without
+        a measured gap, the latency whatever the read. `engine._batches` commits its batches so."""
+        latency = self.latency(factor)
+        if self.batch_gap_s is None:
+            return latency
+        return latency + (self.overhead(factor) - self.batch_gap_s - latency) * min(1.0, max(0.0, fill))
+
     def shown_duty(self, factor: int, measured: bool) -> float:
         """The duty the daemon reads: the job's own once the run has `measured` a batch's fixed
         cost; before, the cost shown at the start, or where none was known the commit latency

@@ -488,10 +488,18 @@ def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeli
     part from what its records add where the two differ by more than the reads scatter. Kafka's
     reads hardly grow (0.05 s at factor 1, 0.13 s at 16), so whether a line stands out here is
     not the point; what the pipeline exports is what its admission holds, and a larger factor's
-    duty is never above a smaller one's."""
+    duty is never above a smaller one's. Each warm batch also exports how full its read was
+    (`batch_fill`: a light batch's few records against its span, a saturated one's whole span)
+    with its own commit latency, the pair a fit checks the simulator's line with."""
     store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
     seen: list[bool] = []
-    agent.on_batch = lambda a, progress: seen.append(any(p.pending for p in progress))
+    pairs: list[tuple[bool, float | None, float | None]] = []
+
+    def on_batch(a, progress):
+        seen.append(any(p.pending for p in progress))
+        pairs.append((seen[-1], a.metrics.batch_fill, a.metrics.batch_latency_s))
+
+    agent.on_batch = on_batch
 
     def light_then_backlog(errors):
         for wave in range(5):
@@ -508,6 +516,12 @@ def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeli
     names = {family.name for family in agent.metrics.collect()}
     assert ("autosizer_pipeline_batch_read_seconds" in names) == (agent.metrics.read_s is not None)
     assert admission.duty(8) <= admission.duty(1)
+    assert pairs[0][1:] == (None, None), "a query's first batches warm up: no pair from them"
+    light = [fill for saturated, fill, _ in pairs[2:] if not saturated]
+    full = [fill for saturated, fill, _ in pairs[2:] if saturated]
+    assert light and max(light) < 0.5 and full and min(full) == 1.0, pairs
+    assert all(latency is not None and latency >= 0 for _, _, latency in pairs[2:]), pairs
+    assert {"autosizer_pipeline_batch_fill", "autosizer_pipeline_batch_latency_seconds"} <= names
 
 
 def test_a_deadline_shorter_than_the_trigger_still_measures_the_fixed_cost(pipeline, broker):

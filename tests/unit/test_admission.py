@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from autosizer.elasticity import Layout
-from autosizer.pipeline.admission import Admission, AdmissionConfig, ReadPlan, job_capacity
+from autosizer.pipeline.admission import (
+    Admission,
+    AdmissionConfig,
+    ReadPlan,
+    job_capacity,
+    read_fill,
+)
 from autosizer.pipeline.slots import TaskProgress
 
 
@@ -299,3 +305,17 @@ def test_batches_too_small_to_measure_the_shares_are_summed_until_they_are_enoug
             assert ("orders", 0) not in admission.hot_shares  # 25 x (i + 1) < 200
     assert admission.hot_shares[("orders", 0)] == pytest.approx(busiest_worker_shares(total))
     assert admission.hot_shares[("orders", 0)][FACTORS.index(4)] < 0.3  # about a quarter each
+
+
+def test_a_batchs_fill_is_its_fullest_partitions_read_over_the_span_planned_for_it():
+    """Two partitions planned 300 records each: one read 150 and one 60 -> half full; a read past
+    its span (a plan written before a rescale shrank it) counts as full; a partition the plan
+    did not have (an expansion child behind its barrier) tells nothing."""
+    def read(partition: int, records: int) -> TaskProgress:
+        return TaskProgress(f"t{partition}", "orders", partition, 0, records=records, read=records)
+
+    spans = {("orders", 0): 300, ("orders", 1): 300}
+    assert read_fill([read(0, 150), read(1, 60)], spans) == pytest.approx(0.5)
+    assert read_fill([read(0, 450)], spans) == 1.0
+    assert read_fill([read(2, 100)], spans) is None
+    assert read_fill([], spans) is None

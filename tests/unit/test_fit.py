@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from autosizer.elasticity import FACTORS
-from autosizer.simulator.fit import ARRIVALS, fit_job, fitted_run, legacy_lag_probe_age, write_trace
+from autosizer.simulator.fit import (
+    ARRIVALS,
+    batch_commits,
+    fit_job,
+    fitted_run,
+    legacy_lag_probe_age,
+    write_trace,
+)
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.traces import load_trace
 
@@ -80,6 +87,34 @@ def test_series_that_are_missing_keep_the_base_model_and_no_input_is_an_error():
     assert job.commit_latency_s is None and job.latency(1) == 0.6  # no measurement: the overhead
     with pytest.raises(ValueError, match="no input rate series"):
         fit_job({"input_rate": []})
+
+
+def test_each_batch_read_fill_and_commit_latency_are_taken_once_as_the_pipeline_paired_them():
+    """The two gauges are set together per warm batch and held until the next: a range query
+    repeats a pair at every step until then, and the fill's points pair with the latency's at the
+    same step (a step where one is missing pairs nothing)."""
+    t = [START + i for i in range(6)]
+    fills = [0.1, 0.1, 1.0, 1.0, 1.0, 0.2]
+    latencies = [0.30, 0.30, 0.45, 0.45, 0.52, 0.31]
+    series = {"batch_fill": [({}, list(zip(t, fills, strict=True)))],
+              "batch_latency": [({}, list(zip(t[:5], latencies[:5], strict=True)))]}
+    assert batch_commits(series, START).tolist() == [[0, 0.1, 0.30], [2, 1.0, 0.45], [4, 1.0, 0.52]]
+    assert batch_commits(run_series(), START).shape == (0, 3)  # a run saved before the gauges
+
+
+def test_the_commit_latency_is_the_mean_of_the_light_batches_where_the_run_exported_them():
+    """Twelve light batches (a tenth of their span) waiting 0.2 s, twice 0.5 s: the model's
+    commit latency is their mean (0.25 s), not the smoothed gauge's median (0.15 s), and a full
+    batch (0.9 s, its fixed cost's part before the commit) stays out; with fewer than ten light
+    batches, the gauge's median as before."""
+    series = run_series()
+    t = [START + i for i in range(15)]
+    latencies = [0.2] * 10 + [0.5] * 2 + [0.9]
+    series["batch_fill"] = [({}, [(x, 0.1 + i * 1e-3) for i, x in enumerate(t[:12])] + [(t[12], 1.0)])]
+    series["batch_latency"] = [({}, list(zip(t, latencies, strict=False)))]
+    assert fit_job(series).commit_latency_s == pytest.approx(0.25)
+    series["batch_fill"] = [({}, [(x, 0.1 + i * 1e-3) for i, x in enumerate(t[:9])])]
+    assert fit_job(series).commit_latency_s == pytest.approx(0.15)
 
 
 def test_a_run_that_never_fell_a_batch_behind_takes_its_commit_latency_for_the_fixed_cost():

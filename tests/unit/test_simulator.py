@@ -744,6 +744,10 @@ def test_a_batch_far_from_full_pays_the_part_of_its_fixed_cost_that_grows_with_i
     runs = {job.batch_gap_s: simulate(low, job, Fixed(1), tick_s=15) for job in (whole, split)}
     assert runs[None].batch_duration[20:] == pytest.approx(1.25, abs=0.005)
     assert runs[0.1].batch_duration[20:] == pytest.approx(0.6 + 0.2 + 0.4 * 60 / 450, abs=0.005)
+    # the line the benchmark checks against real batches (`JobModel.commit_wait`) is the engine's
+    assert runs[0.1].batch_duration[20:] == pytest.approx(0.6 + split.commit_wait(1, 60 / 450), abs=0.005)
+    assert (split.commit_wait(1, 0.0), split.commit_wait(1, 1.0), whole.commit_wait(1, 1.0)) == pytest.approx(
+        (0.2, 0.6, 0.2))
     assert runs[None].lag_seconds[20:].mean() == pytest.approx(2.13, abs=0.01)
     assert runs[0.1].lag_seconds[20:].mean() == pytest.approx(1.353, abs=0.01)
     high = workloads.constant(150, seconds=600, noise=0)
