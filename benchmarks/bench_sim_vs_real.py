@@ -93,6 +93,7 @@ from autosizer.simulator.fit import (  # noqa: E402
     _resample,
     _restamped,
     batch_commits,
+    commit_check,
     fetch,
     fitted_run,
     legacy_lag_probe_age,
@@ -247,7 +248,9 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
               f"peak is {real[1:].max():.1f} s")
     capacity_check(fitted, _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size),
                                      step=True))
-    commit_check(job, fitted.factor, batch_commits(series, start))
+    check = commit_check(job, fitted.factor, batch_commits(series, start))
+    if check:
+        print("\n" + "\n".join(check))
 
 
 def _changes(factor: np.ndarray) -> list[tuple[int, int]]:
@@ -393,35 +396,6 @@ def capacity_check(fitted, records: np.ndarray, settle_s: int = 15) -> None:
                           hot_shares=model_job.hot_share_table(), duty=model_job.duty(f))
         model = obs.capacity(f, obs.task_rate)
         print(f"{f:6d} {last - first:15d} {commits.size:8d} {measured:11.0f} {model:8.0f} {model / measured:17.2f}")
-
-
-# fill bins for the commit latency check: a batch that kept up reads a sliver of its span, a
-# saturated one all of it, so the ends hold most batches
-FILL_BINS = (0.0, 0.1, 0.4, 0.7, 0.99, 1.0)
-
-
-def commit_check(job, factor: np.ndarray, commits: np.ndarray) -> None:
-    """The model's wait from a batch's trigger to its commit beyond its work
-    (`JobModel.commit_wait`: a line in how full the batch's read was, through the commit latency
-    and the fixed cost less its gap) against each real batch's, as the pipeline exported them
-    (`fit.batch_commits`), by how full the batch's read was: the line's two ends are smoothed
-    gauges, and this checks them and the line between batch by batch."""
-    if not commits.size:
-        return
-    seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
-    model = np.array([job.commit_wait(int(factor[s]), fill) for s, fill in zip(seconds, commits[:, 1], strict=True)])
-    slope, base = np.polyfit(commits[:, 1], commits[:, 2], 1) if np.ptp(commits[:, 1]) > 0 else (0.0, commits[0, 2])
-    print(f"\ncommit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
-          f"{base:.2f} s empty, {base + slope:.2f} s full)")
-    print(f"{'fill':>11} {'batches':>8} {'measured s':>11} {'model s':>8} {'model / measured':>17}")
-    fill = commits[:, 1]
-    rows = [(f"{lo:.2f}-{hi:.2f}", (fill >= lo) & ((fill < hi) if hi < 1 else (fill <= hi)))
-            for lo, hi in zip(FILL_BINS, FILL_BINS[1:], strict=False)]
-    for name, members in [*rows, ("all", np.ones(fill.size, dtype=bool))]:
-        if members.any():
-            measured, modelled = commits[members, 2].mean(), model[members].mean()
-            print(f"{name:>11} {int(members.sum()):8d} {measured:11.3f} {modelled:8.3f} "
-                  f"{modelled / measured if measured > 0 else float('nan'):17.2f}")
 
 
 def _longest(mask: np.ndarray) -> tuple[int, int]:

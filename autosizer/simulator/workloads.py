@@ -265,15 +265,23 @@ def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15
 
 
 def _when(value: Any) -> datetime:
-    """Epoch seconds, ISO 8601 text or a datetime (the client wants datetimes). A time without a
-    zone is UTC, as Prometheus's and the datasets' own are, not the machine's local time."""
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=UTC)
-    if not isinstance(value, datetime):
+    """Epoch seconds (a number, or its text: `autosizer fit --start 1796013846.8`), ISO 8601 text
+    or a datetime (the client wants datetimes). A time without a zone is UTC, as Prometheus's and
+    the datasets' own are, not the machine's local time. Text is read as ISO 8601 first, so a
+    basic-format date (20261130) stays a date."""
+    if not isinstance(value, (int, float, datetime)):
         try:
             value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
+            try:
+                value = float(str(value))
+            except ValueError:
+                raise ValueError(f"{value!r} is not a time: use epoch seconds or ISO 8601") from None
+    if isinstance(value, (int, float)):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # nan, inf, past the year 9999
+            raise ValueError(f"{value!r} is not a time: use epoch seconds within years 1-9999, or ISO 8601") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 

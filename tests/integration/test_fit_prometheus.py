@@ -8,11 +8,12 @@ import time
 import numpy as np
 import pytest
 
+from autosizer.controller.cli import main
 from autosizer.elasticity import FACTORS, Layout
 from autosizer.embedded import EmbeddedPrometheus
 from autosizer.pipeline.admission import Admission
 from autosizer.pipeline.slots import TaskProgress
-from autosizer.simulator.fit import fetch, fitted_run
+from autosizer.simulator.fit import batch_commits, fetch, fitted_run
 from tests.daemon_harness import FedExporter
 from tests.integration.test_pipeline import wait_until
 
@@ -24,11 +25,13 @@ RATE, DEADLINE, CV = 100.0, 3.0, 0.4  # records/s a task, the batch deadline, th
 class Saturated(FedExporter):
     """A job 20 s behind: every batch each of its 16 tasks works a whole deadline, its
     records' service times gamma distributed with CV. Partition 3 reads too little to measure
-    its hot shares until `late_from` (wall clock); the others from the first batch."""
+    its hot shares until `late_from` (wall clock); the others from the first batch. Each batch
+    also exports its read's fill and commit latency, a pair no other batch has (`fed`)."""
 
     def __init__(self, late_from: float):
         self.layout, self.admission = Layout(topics={"orders": 4}, factor=4), Admission()
         self.late_from, self.rng = late_from, np.random.default_rng(11)
+        self.fed: list[tuple[float, float]] = []
         super().__init__()
 
     def _feed(self) -> None:
@@ -49,17 +52,28 @@ class Saturated(FedExporter):
             self.metrics.observe_batch(progress, {t.name: int(DEADLINE * 1e9) for t in tasks},
                                        {(p.task, p.topic, p.partition): p.next_offset for p in progress},
                                        DEADLINE, admission=self.admission)
+            self.fed.append((round(0.05 + len(self.fed) % 10 / 10, 2), round(0.2 + len(self.fed) * 1e-3, 3)))
+            self.metrics.observe_commit(*self.fed[-1])
             self.metrics.observe_lag({tp: offset + 20 * 400 for tp in self.layout.partitions()},
                                      {tp: 20.0 for tp in self.layout.partitions()})
 
 
-def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_prometheus(tmp_path):
+def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_prometheus(tmp_path, capsys):
     with Saturated(late_from=time.time() + 12) as job, \
             EmbeddedPrometheus([f"127.0.0.1:{job.port}"], tmp_path / "prom") as prometheus:
         wait_until(lambda: time.time() >= job.late_from - 6, 60, "a few scrapes")
         start = time.time()  # partition 3's shares are still unmeasured here
         wait_until(lambda: time.time() >= job.late_from + 8, 60, "its shares measured and scraped")
-        fitted = fitted_run(fetch(prometheus.url, start, time.time(), window="3s"), start, time.time())
+        end = time.time()
+        series = fetch(prometheus.url, start, end, window="3s")
+        fitted = fitted_run(series, start, end)
+        assert main(["fit", "--prometheus", prometheus.url, "--start", str(start), "--end", str(end),
+                     "--out", str(tmp_path / "run.toml")]) == 0
+    # the batches' pairs, read back once each as fed (a scrape every second, a batch every 0.2 s)
+    commits = batch_commits(series, start)
+    assert len(commits) >= 8 and {(f, round(v, 3)) for _, f, v in commits} <= set(job.fed), (commits, job.fed)
+    printed = capsys.readouterr().out
+    assert f"commit latency per batch by its read's fill ({len(commits)} warm batches" in printed, printed
     model = fitted.job
     assert model.partitions == 4 and model.batch_seconds == DEADLINE
     assert model.process_seconds == pytest.approx(1 / RATE, rel=0.05)

@@ -448,6 +448,8 @@ def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or
 @pytest.mark.parametrize("flags, message", [
     (["--start", "x", "--end", "2026-01-02"], "--start: 'x' is not a time: use epoch seconds or ISO 8601"),
     (["--start", "2026-01-01", "--end", "soon"], "--end: 'soon' is not a time"),
+    (["--start", "nan", "--end", "2026-01-02"], "--start: nan is not a time: use epoch seconds within years"),
+    (["--start", "2026-01-01", "--end", "1e20"], "--end: 1e+20 is not a time"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "0s"], "--window must be whole seconds from 1s to 24h"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "1.5s"], "--window must be whole seconds"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--window", "soon"], "--window 'soon' is not a duration"),
@@ -468,6 +470,17 @@ def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, messag
     assert main(["fit", "--prometheus", "http://127.0.0.1:1", "--out", str(out), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("start, end", [("1796013846", "1796013900.5"), ("2026-11-30T04:44:06Z", "20261201")])
+def test_fit_takes_epoch_seconds_as_text_as_its_help_says(start, end, capsys, tmp_path):
+    """`--start 1796013846.8` (what `date +%s.%N` or a script's time.time() prints) was refused as
+    "not a time: use epoch seconds or ISO 8601". Now the times pass, and the first error is the
+    unreachable Prometheus; an ISO basic-format date stays a date."""
+    assert main(["fit", "--prometheus", "http://127.0.0.1:1", "--start", start, "--end", end,
+                 "--out", str(tmp_path / "run.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "Prometheus range query" in err and "not a time" not in err and err.count("\n") == 1, err
 
 
 def test_simulate_command_delays_the_input_into_a_tick(capsys):
