@@ -549,8 +549,7 @@ class PipelineAgent:
         cp.resolve_defaults(defaults)
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())  # left out of the read plan
-        slots = self._slots(layout)
-        shape = (tuple(sorted(layout.topics.items())), json.dumps(slots))
+        shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)))
         resumed = not applied and self._can_resume(shape)
         if not resumed and self.query is not None and self.query.isActive:
             self._stop_when_idle()
@@ -571,10 +570,8 @@ class PipelineAgent:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self._pause_file)
         self.metrics.started(layout, _positions(cp))
-        # The cores the slots run on: what a CPU-bound job's records can have, whatever the factor.
-        # A slot's threads share one Python worker, so a job with fewer partition groups than
-        # cores leaves the rest idle: one partition on 2 cores does what 1 does.
-        self.metrics.observe_cores(min(len(slots), self.spark.sparkContext.defaultParallelism))
+        # The cores the slots share: what a CPU-bound job's records can have, whatever the factor.
+        self.metrics.observe_cores(self.spark.sparkContext.defaultParallelism)
         log.info("pipeline.started", job=self.config.job, generation=layout.generation,
                  factor=layout.factor, held=held, resumed_in_place=resumed,
                  seconds=round(time.perf_counter() - began, 3))

@@ -46,10 +46,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            rescale would buy)
   autosizer_pipeline_batch_deadline_seconds                a batch's time budget (--batch-seconds)
   autosizer_pipeline_cores                                 cores the slots run on (Spark's default
-                                                           parallelism, or the slots where fewer: a
-                                                           slot's threads share one Python worker):
-                                                           with the CPU a record costs, the most the
-                                                           job does at any factor
+                                                           parallelism): with the CPU a record costs,
+                                                           the most the job does at any factor
   autosizer_pipeline_restart_seconds                       last rescale's stop: drain to the next
                                                            generation's first batch
   autosizer_pipeline_batch_overhead_seconds                a saturated batch's fixed cost
@@ -122,8 +120,7 @@ class SlotStats:
 # The job's one-value gauges, as (attribute, series, help), exported once measured.
 SCALAR_GAUGES = (
     ("deadline_s", "autosizer_pipeline_batch_deadline_seconds", "A batch's time budget (--batch-seconds)"),
-    ("cores", "autosizer_pipeline_cores",
-     "Cores the slots run on (at most one a slot): the CPU a record costs caps the job there"),
+    ("cores", "autosizer_pipeline_cores", "Cores the slots run on: the CPU a record costs caps the job there"),
     ("restart_s", "autosizer_pipeline_restart_seconds",
      "Last drain to the next generation's first batch (a rescale's downtime)"),
     ("overhead_s", "autosizer_pipeline_batch_overhead_seconds", "A saturated batch's fixed cost outside its tasks' work"),

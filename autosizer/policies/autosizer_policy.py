@@ -647,8 +647,7 @@ def _ceiling_note(obs: Observation, factor: int, task_rate: float, wanted: bool 
         return ""  # a larger factor still takes more
     if _capped(obs, top, most):
         return (f"; the cores cap the job at {most:.0f}/s whatever the factor (CPU "
-                f"measured per record; a partition group runs on one core: more cores and as many partitions, "
-                f"not a larger factor, would take more)")
+                f"measured per record; more cores, not a larger factor, would take more)")
     if not wanted or factor == FACTORS[-1]:
         return ""
     return (f"; more buckets add little past {factor}: the busiest thread's keys are "

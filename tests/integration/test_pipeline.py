@@ -252,16 +252,6 @@ def test_startpoint_applies_once_and_an_idle_partition_keeps_it(pipeline, broker
     assert not errors
 
 
-def test_a_job_of_fewer_partitions_than_cores_exports_the_cores_its_slots_run_on(pipeline, broker):
-    """A slot's threads share one Python worker, so one partition on local[2] runs on one core
-    whatever the factor: the pipeline exported Spark's 2, and a CPU-bound job's ceiling
-    (`Observation.cpu_ceiling`, cores / the CPU a record costs) read twice what it could do."""
-    store, agent, sink = pipeline(partitions=1, factor=4)
-    broker.produce("orders", [(0, b"k%d" % i, b"%d" % i) for i in range(20)])
-    run_until(agent, lambda: read_committed(sink.path).num_rows >= 20, "every message")
-    assert agent.spark.sparkContext.defaultParallelism == 2 and agent.metrics.cores == 1
-
-
 def test_a_timestamp_startpoint_applies_once_at_the_first_record_at_or_after_it(pipeline, broker):
     """End to end on the broker's own offsets_for_times: records stamped a second apart, a
     startpoint between two of them; the pipeline starts at the later one, once."""
