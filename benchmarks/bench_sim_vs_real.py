@@ -78,11 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autosizer.actuators.verification import VERIFY_WINDOW_S  # noqa: E402
 from autosizer.controller.config import load_config  # noqa: E402
-from autosizer.policies import (  # noqa: E402
-    Observation,
-    PartitionStats,
-    load_policy,  # noqa: E402
-)
+from autosizer.policies import Observation, load_policy  # noqa: E402
 from autosizer.policies.history import InputHistory, time_zone  # noqa: E402
 from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals  # noqa: E402
 from autosizer.simulator.engine import simulate  # noqa: E402
@@ -92,12 +88,11 @@ from autosizer.simulator.fit import (  # noqa: E402
     _points,
     _resample,
     _restamped,
-    batch_commits,
-    commit_check,
     fetch,
     fitted_run,
     legacy_lag_probe_age,
 )
+from autosizer.simulator.fit_checks import checks  # noqa: E402
 from autosizer.simulator.scores import reversals  # noqa: E402
 from autosizer.simulator.traces import real_trace_names  # noqa: E402
 from examples import demo, kinesis_demo  # noqa: E402
@@ -108,10 +103,8 @@ LOAD_WINDOW = "3s"
 ONE_MOMENT = "watermark and positions as the probe read them"
 # how a saved run's daemon read the input rate; runs saved before session 51 lack the key (rate())
 READ_TIMES = "the watermark's growth over the probe's read times a window apart"
-# the records counter itself, beside fit's queries: the capacity check counts whole batches; and
-# the backlog gauge, placed at its probe's read time like the watermark, beside the replay's
-QUERIES = {**FIT_QUERIES, "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
-           "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
+# the backlog gauge beside fit's queries, placed at its probe's read time like the watermark, beside the replay's
+QUERIES = {**FIT_QUERIES, "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
            # the last batch's duration, read to commit: the model's batch timing, beside the real
            # one (runs saved since session 49)
            "batch_duration": "max(autosizer_pipeline_batch_duration_seconds{$selector})"}
@@ -246,11 +239,8 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     if real.size > 1 and int(real.argmax()) == 0:  # the query started behind (run 133): --cold
         print(f"  the real peak is the run's first second, the query's start-up; after it the real "
               f"peak is {real[1:].max():.1f} s")
-    capacity_check(fitted, _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size),
-                                     step=True))
-    check = commit_check(job, fitted.factor, batch_commits(series, start))
-    if check:
-        print("\n" + "\n".join(check))
+    for line in checks(series, start, fitted):
+        print(line)
 
 
 def _changes(factor: np.ndarray) -> list[tuple[int, int]]:
@@ -365,48 +355,6 @@ def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
     only grows (arrivals), so a fall is a commit."""
     falls = np.flatnonzero(np.diff(lag_records[after:]) < 0)
     return int(after + falls[0] + 1) if falls.size else None
-
-
-def capacity_check(fitted, records: np.ndarray, settle_s: int = 15) -> None:
-    """The capacity model (the policy's `Observation.capacity`, on the fitted job) against what
-    the real job did while it was behind, per factor it ran at, counted by its commits: over the
-    longest stretch of the factor (past its first `settle_s`) in which the lag never fell below
-    a batch deadline, even right after a commit (so every batch there worked its whole
-    deadline), the records committed from the stretch's first commit to its last over the time
-    between them. (A 15 s rate of the same counter holds 4 or 5 commits of a 3.3 s cycle, 4
-    most of the time: its median read run 79 at 1,338/s where the commits say 1,418/s.)"""
-    job, factor, lag = fitted.job, fitted.factor, fitted.lag_seconds
-    print(f"\n{'factor':>6} {'seconds behind':>15} {'commits':>8} {'measured/s':>11} {'model/s':>8} "
-          f"{'model / measured':>17}")
-    # a stretch also begins where the layout changed (its partitions, each with its own backlog:
-    # run e2's children drained 15,000 records after their adoption while their parents kept up)
-    layouts = [(math.floor(at), job.in_layout(weights)[0] if job.layout_changes_s else job)
-               for at, weights in job.layouts()]
-    starts = sorted({0, *(np.flatnonzero(np.diff(factor)) + 1).tolist(), *(a for a, _ in layouts if 0 < a < factor.size),
-                     factor.size})
-    for a, b in zip(starts, starts[1:], strict=False):
-        model_job = [m for at, m in layouts if at <= a][-1]
-        rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(model_job.weights)}  # input mix = weights
-        f, (first, last) = int(factor[a]), _longest(lag[a + settle_s:b] >= job.batch_seconds)
-        commits = a + settle_s + first + np.flatnonzero(np.diff(records[a + settle_s + first:a + settle_s + last]) > 0) + 1
-        if commits.size < 3:
-            continue
-        measured = (records[commits[-1]] - records[commits[0]]) / (commits[-1] - commits[0])
-        obs = Observation(0.0, f, PartitionStats.from_rows(rows), saturated_rate=1 / job.process_seconds,
-                          hot_shares=model_job.hot_share_table(), duty=model_job.duty(f))
-        model = obs.capacity(f, obs.task_rate)
-        print(f"{f:6d} {last - first:15d} {commits.size:8d} {measured:11.0f} {model:8.0f} {model / measured:17.2f}")
-
-
-def _longest(mask: np.ndarray) -> tuple[int, int]:
-    """The longest run of True in `mask`, as [first, last) indices; (0, 0) with none."""
-    best, begin = (0, 0), None
-    for i, value in enumerate([*mask.tolist(), False]):
-        if value and begin is None:
-            begin = i
-        elif not value and begin is not None:
-            best, begin = max(best, (begin, i), key=lambda r: r[1] - r[0]), None
-    return best
 
 
 def main() -> None:

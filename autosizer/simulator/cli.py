@@ -201,14 +201,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_fit(args: argparse.Namespace) -> None:
     from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals
-    from autosizer.simulator.fit import (
-        ARRIVALS,
-        batch_commits,
-        commit_check,
-        fetch,
-        fitted_run,
-        write_trace,
-    )
+    from autosizer.simulator.fit import ARRIVALS, fetch, fitted_run, write_trace
+    from autosizer.simulator.fit_checks import checks
     from autosizer.simulator.workloads import _when
 
     def when(flag: str, text: str) -> float:
@@ -253,6 +247,6 @@ def run_fit(args: argparse.Namespace) -> None:
                      f"{f' (records cut {job.read_boundary_s:.2f} s after the trigger)' if job.read_boundary_s else ''}, restart "
                      f"{job.restart_downtime_s:.1f} s, service-time CV {job.process_cv:.2f}, "
                      f"{fitted.load.seconds} s of load from {fitted.load_source}\n")
-    # how well the model's commit wait describes the run's own batches, where it exported them
-    for line in commit_check(job, fitted.factor, batch_commits(series, start)):
+    # the model's capacity and commit wait against what the run itself showed, where it did
+    for line in checks(series, start, fitted):
         sys.stdout.write(line + "\n")

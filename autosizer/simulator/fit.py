@@ -52,6 +52,8 @@ FIT_QUERIES: dict[str, str] = {
     # takes between them, checked batch by batch (`batch_commits`)
     "batch_fill": "max(autosizer_pipeline_batch_fill{$selector})",
     "batch_latency": "max(autosizer_pipeline_batch_latency_seconds{$selector})",
+    # the records committed so far: the capacity the job showed while behind (`fit_checks`)
+    "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
@@ -77,11 +79,6 @@ MEDIANS = {"read_boundary": "read_boundary_s", "batch_gap": "batch_gap_s", "dead
 # fill are light: their mean latency is the model's commit latency, with at least this many
 LIGHT_FILL = 0.5
 MIN_LIGHT_BATCHES = 10
-
-
-# The commit latency check's bins of a batch's read fill (`commit_check`): a batch that keeps up
-# reads a sliver of its span, a saturated one all of it, so the ends hold most batches
-FILL_BINS = (0.0, 0.1, 0.4, 0.7, 0.99, 1.0)
 
 
 # A series no query returns: the records that arrived in each second, counted from their own
@@ -577,32 +574,6 @@ def batch_commits(series: Mapping[str, Series], start: float) -> np.ndarray:
         if t in latency and (not rows or (fill, latency[t]) != rows[-1][1:]):
             rows.append((t - start, fill, latency[t]))
     return np.array(rows, dtype=np.float64).reshape(-1, 3)
-
-
-def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list[str]:
-    """The model's wait from a batch's trigger to its commit beyond its work
-    (`JobModel.commit_wait`: a line in how full the batch's read was, through the commit latency
-    and the fixed cost less its gap) against each real batch's (`batch_commits`), by how full
-    its read was, as lines to print: the line's ends come from smoothed gauges and medians, and
-    this checks them, and the line between, batch by batch. `factor`: the run's, each second.
-    No lines for a run without the pairs (a pipeline before session 63)."""
-    if not commits.size:
-        return []
-    seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
-    fill = commits[:, 1]
-    model = np.array([job.commit_wait(int(factor[s]), f) for s, f in zip(seconds, fill, strict=True)])
-    slope, base = np.polyfit(fill, commits[:, 2], 1) if np.ptp(fill) > 0 else (0.0, commits[0, 2])
-    lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
-             f"{base:.2f} s empty, {base + slope:.2f} s full)",
-             f"{'fill':>11} {'batches':>8} {'measured s':>11} {'model s':>8} {'model / measured':>17}"]
-    bins = [(f"{lo:.2f}-{hi:.2f}", (fill >= lo) & ((fill < hi) if hi < 1 else (fill <= hi)))
-            for lo, hi in itertools.pairwise(FILL_BINS)]
-    for name, members in [*bins, ("all", np.ones(fill.size, dtype=bool))]:
-        if members.any():
-            measured, modelled = commits[members, 2].mean(), model[members].mean()
-            lines.append(f"{name:>11} {int(members.sum()):8d} {measured:11.3f} {modelled:8.3f} "
-                         f"{modelled / measured if measured > 0 else float('nan'):17.2f}")
-    return lines
 
 
 def _light_latency(commits: np.ndarray) -> float | None:

@@ -1,0 +1,118 @@
+"""A fitted job model against the run it was fitted to: what `autosizer fit` and the sim-vs-real
+benchmark print after the model, so a user sees on their own job whether the capacity and the
+commit wait the simulator (and the policy) believe are the ones the job showed.
+
+Pure: series already fetched in, lines of text out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from autosizer.policies import Observation, PartitionStats
+from autosizer.simulator.fit import Fitted, Series, _points, _resample, batch_commits
+from autosizer.simulator.job import JobModel
+
+# The commit check's bins of a batch's read fill: a batch that keeps up reads a sliver of its
+# span, a saturated one all of it, so the ends hold most batches
+FILL_BINS = (0.0, 0.1, 0.4, 0.7, 0.99, 1.0)
+# The capacity check's seconds at a factor before its stretch behind counts: the batches after a
+# restart still read the backlog the restart left
+SETTLE_S = 15
+
+
+def checks(series: Mapping[str, Series], start: float, fitted: Fitted) -> list[str]:
+    """Both checks' lines, each table after a blank line; none where the run shows neither (it
+    was never behind long enough, and its pipeline predates the batches' pairs)."""
+    records = _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size), step=True)
+    lines: list[str] = []
+    for table in (capacity_check(fitted, records), commit_check(fitted.job, fitted.factor,
+                                                                batch_commits(series, start))):
+        if table:
+            lines += ["", *table]
+    return lines
+
+
+def capacity_check(fitted: Fitted, records: np.ndarray, settle_s: int = SETTLE_S) -> list[str]:
+    """The capacity model (the policy's `Observation.capacity`, on the fitted job) against what
+    the real job did while it was behind, per factor it ran at, counted by its commits: over the
+    longest stretch of the factor (past its first `settle_s`) in which the lag never fell below
+    a batch deadline, even right after a commit (so every batch there worked its whole
+    deadline), the records committed from the stretch's first commit to its last over the time
+    between them. (A 15 s rate of the same counter holds 4 or 5 commits of a 3.3 s cycle, 4
+    most of the time: its median read run 79 at 1,338/s where the commits say 1,418/s.)
+    `records`: the records committed by each second. No lines where no stretch had 3 commits."""
+    job, factor, lag = fitted.job, fitted.factor, fitted.lag_seconds
+    rows: list[str] = []
+    # a stretch also begins where the layout changed (its partitions, each with its own backlog:
+    # run e2's children drained 15,000 records after their adoption while their parents kept up)
+    layouts = [(math.floor(at), job.in_layout(weights)[0] if job.layout_changes_s else job)
+               for at, weights in job.layouts()]
+    starts = sorted({0, *(np.flatnonzero(np.diff(factor)) + 1).tolist(),
+                     *(a for a, _ in layouts if 0 < a < factor.size), factor.size})
+    for a, b in itertools.pairwise(starts):
+        model_job = [m for at, m in layouts if at <= a][-1]
+        f, (first, last) = int(factor[a]), _longest(lag[a + settle_s:b] >= job.batch_seconds)
+        stretch = records[a + settle_s + first:a + settle_s + last]
+        commits = a + settle_s + first + np.flatnonzero(np.diff(stretch) > 0) + 1
+        if commits.size < 3:
+            continue
+        measured = (records[commits[-1]] - records[commits[0]]) / (commits[-1] - commits[0])
+        model = _capacity(model_job, f)
+        rows.append(f"{f:6d} {last - first:15d} {commits.size:8d} {measured:11.0f} {model:8.0f} "
+                    f"{model / measured:17.2f}")
+    if not rows:
+        return []
+    return [f"capacity while behind, model against the commits ({len(rows)} stretch{'es' if len(rows) > 1 else ''})",
+            f"{'factor':>6} {'seconds behind':>15} {'commits':>8} {'measured/s':>11} {'model/s':>8} "
+            f"{'model / measured':>17}", *rows]
+
+
+def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list[str]:
+    """The model's wait from a batch's trigger to its commit beyond its work
+    (`JobModel.commit_wait`: a line in how full the batch's read was, through the commit latency
+    and the fixed cost less its gap) against each real batch's (`fit.batch_commits`), by how
+    full its read was: the line's ends come from smoothed gauges and means, and this checks
+    them, and the line between, batch by batch. `factor`: the run's, each second. No lines for a
+    run without the pairs (a pipeline before session 63)."""
+    if not commits.size:
+        return []
+    seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
+    fill = commits[:, 1]
+    model = np.array([job.commit_wait(int(factor[s]), f) for s, f in zip(seconds, fill, strict=True)])
+    slope, base = np.polyfit(fill, commits[:, 2], 1) if np.ptp(fill) > 0 else (0.0, commits[0, 2])
+    lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
+             f"{base:.2f} s empty, {base + slope:.2f} s full)",
+             f"{'fill':>11} {'batches':>8} {'measured s':>11} {'model s':>8} {'model / measured':>17}"]
+    bins = [(f"{lo:.2f}-{hi:.2f}", (fill >= lo) & ((fill < hi) if hi < 1 else (fill <= hi)))
+            for lo, hi in itertools.pairwise(FILL_BINS)]
+    for name, members in [*bins, ("all", np.ones(fill.size, dtype=bool))]:
+        if members.any():
+            measured, modelled = commits[members, 2].mean(), model[members].mean()
+            lines.append(f"{name:>11} {int(members.sum()):8d} {measured:11.3f} {modelled:8.3f} "
+                         f"{modelled / measured if measured > 0 else float('nan'):17.2f}")
+    return lines
+
+
+def _capacity(job: JobModel, factor: int) -> float:
+    """What the policy reads as the job's capacity at `factor`: its tasks' rate, the busiest
+    bucket's share and the batch's duty, for input in the layout's shares."""
+    rows = {("t", p): (w, 0.0, w, 0.0) for p, w in enumerate(job.weights)}
+    obs = Observation(0.0, factor, PartitionStats.from_rows(rows), saturated_rate=1 / job.process_seconds,
+                      hot_shares=job.hot_share_table(), duty=job.duty(factor))
+    return obs.capacity(factor, obs.task_rate)
+
+
+def _longest(mask: np.ndarray) -> tuple[int, int]:
+    """The longest run of True in `mask`, as [first, last) indices; (0, 0) with none."""
+    best, begin = (0, 0), None
+    for i, value in enumerate([*mask.tolist(), False]):
+        if value and begin is None:
+            begin = i
+        elif not value and begin is not None:
+            best, begin = max(best, (begin, i), key=lambda r: r[1] - r[0]), None
+    return best

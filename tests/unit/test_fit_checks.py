@@ -1,0 +1,48 @@
+"""The fitted model against its own run: the capacity while behind, the commit wait per batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosizer.simulator.fit import Fitted
+from autosizer.simulator.fit_checks import capacity_check, commit_check
+from autosizer.simulator.job import JobModel
+from autosizer.simulator.workloads import constant
+
+JOB = JobModel(partitions=2, process_seconds=0.01, batch_seconds=3.0, batch_overhead_s=0.5,
+               commit_latency_s=0.2, batch_gap_s=0.1, partition_weights=(0.5, 0.5),
+               hot_share_table_measured=((1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125,
+                                          0.00390625, 0.001953125, 0.0009765625),) * 2)
+
+
+def test_the_capacity_check_compares_the_model_with_the_commits_of_the_longest_stretch_behind():
+    """Factor 2 behind for 100 s, committing 1,000 records every 4 s (250/s): the model's 4
+    tasks at 100/s, each a quarter of the input, at a duty of 3 / 3.5, say 343/s. A stretch that
+    keeps up (lag under the deadline) says nothing."""
+    seconds = 120
+    factor = np.full(seconds, 2, dtype=np.int32)
+    records = np.floor(np.arange(seconds) / 4) * 1000.0
+    behind = Fitted(JOB, constant(250, seconds=seconds), np.full(seconds, 10.0), factor, np.zeros(seconds))
+    lines = capacity_check(behind, records)
+    assert lines[0] == "capacity while behind, model against the commits (1 stretch)"
+    f, behind_s, commits, measured, model, ratio = lines[2].split()
+    assert (int(f), int(behind_s), float(measured), float(model)) == (2, 105, 250.0, pytest.approx(343, abs=1))
+    assert float(ratio) == pytest.approx(343 / 250, abs=0.01)
+    keeping_up = Fitted(JOB, constant(250, seconds=seconds), np.full(seconds, 1.0), factor, np.zeros(seconds))
+    assert capacity_check(keeping_up, records) == []
+
+
+def test_the_commit_check_reads_each_batch_against_the_models_line_by_fill():
+    """Light batches at the model's latency (0.2 s) and full ones at its fixed cost less its gap
+    (0.4 s) read 1.00 in every bin; full ones twice as long read 0.50 there."""
+    factor = np.full(60, 1, dtype=np.int32)
+    light = [(t, 0.05, 0.2 + 0.2 * 0.05) for t in range(0, 30, 3)]
+    full = [(t, 1.0, 0.4) for t in range(30, 60, 3)]
+    lines = commit_check(JOB, factor, np.array(light + full))
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows["0.00-0.10"][1:] == ["10", "0.210", "0.210", "1.00"] and rows["0.99-1.00"][-1] == "1.00"
+    slow = commit_check(JOB, factor, np.array(light + [(t, 1.0, 0.8) for t in range(30, 60, 3)]))
+    assert slow[-2].split()[-1] == "0.50"  # the full bin
+    assert lines[0].startswith("commit latency per batch by its read's fill (20 warm batches")
+    assert commit_check(JOB, factor, np.zeros((0, 3))) == []
