@@ -103,7 +103,8 @@ LOAD_WINDOW = "3s"
 ONE_MOMENT = "watermark and positions as the probe read them"
 # how a saved run's daemon read the input rate; runs saved before session 51 lack the key (rate())
 READ_TIMES = "the watermark's growth over the probe's read times a window apart"
-# the backlog gauge beside fit's queries, placed at its probe's read time like the watermark, beside the replay's
+# beside fit's queries: the backlog gauge, placed at its probe's read time like the watermark (the
+# replay's beside it), and
 QUERIES = {**FIT_QUERIES, "lag_records": "max by (topic, partition) (autosizer_pipeline_lag_records{$selector})",
            # the last batch's duration, read to commit: the model's batch timing, beside the real
            # one (runs saved since session 49)
