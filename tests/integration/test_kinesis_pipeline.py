@@ -117,13 +117,20 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
     """At factor 1 a slot's reads hardly tell a record's part from the call's, and a scale-up
     would be promised the read as measured there. The driver's tails read the light input in
     small pages and the burst in big ones: their least cost a record is the read's floor, and
-    the pipeline exports the read scaled by it (`batch_read_seconds`) before any rescale."""
+    the pipeline exports the read scaled by it (`batch_read_seconds`) before any rescale. Each
+    warm batch's read fill is its shards' read against their planned spans, as on Kafka."""
     from tests.apps import slow_echo
 
     store, agent, _ = kinesis_agent(spark, kinesis, redis_server, job, stream, 2, tmp_path, factor=1,
                                     process=slow_echo, batch_seconds=1.0)
     seen: list[bool] = []
-    agent.on_batch = lambda a, progress: seen.append(any(p.pending for p in progress))
+    fills: list[float | None] = []
+
+    def on_batch(a, progress):
+        seen.append(any(p.pending for p in progress))
+        fills.append(a.metrics.batch_fill)
+
+    agent.on_batch = on_batch
     producer = KinesisProducer(kinesis, stream)
     stop, thread, errors = run_in_thread(agent)
     try:
@@ -155,6 +162,9 @@ def test_a_kinesis_job_that_kept_up_then_fell_behind_at_factor_1_scales_its_read
     # before the commit (`read_boundary_seconds`, which the fit reads)
     assert 0 < admission.read_boundary_s <= admission.commit_latency_s
     assert "autosizer_pipeline_read_boundary_seconds" in {family.name for family in agent.metrics.collect()}
+    # the shards' reads against their spans (keyed alike: a Kinesis plan's stream and shard index)
+    measured = [f for f in fills if f is not None]
+    assert measured and all(0 < f <= 1 for f in measured) and max(measured) == 1.0, fills
 
 
 def test_a_split_childs_records_count_under_its_parent_until_the_parent_is_done(
