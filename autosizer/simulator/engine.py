@@ -339,8 +339,9 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
 # never); an expansion's new partition waits for its parent (`parent`, the partition whose
 # keys it takes; -1: none) to pass the `barrier` position; a held partition's records below
-# position `dense[:, 1]` count `dense[:, 0]` times its share (`_records`). Where none binds, the kernels get None instead and
-# numba compiles them without (session 60's limits, read everywhere, cost a week's run 12-23%).
+# position `dense[:, 1]` count `dense[:, 0]` times its share (`_records`). Where none binds,
+# the kernels get None instead and numba compiles them without (session 60's limits, read
+# everywhere, cost a week's run 12-23%).
 _Limits = namedtuple("_Limits", "mark pace stop lift parent barrier dense")
 
 
@@ -645,10 +646,10 @@ class _Model:
         partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
         barrier: the pipeline plans a child into a batch only then,
         `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
-        parents alone and committed 0.6 s after the restart, where a replay that read the children's 26 s of records in it
-        committed 3.1 s after), but those whose parents `passed` it before the restart (each
-        partition of `base`'s: runs e8 and e9 all, e11 three of four; `JobModel.layout_barrier_passed`).
-        Returns the new positions."""
+        parents alone and committed 0.6 s after the restart, where a replay that read the
+        children's 26 s of records in it committed 3.1 s after), but those whose parents
+        `passed` it before the restart (each partition of `base`'s: runs e8 and e9 all, e11
+        three of four; `JobModel.layout_barrier_passed`). Returns the new positions."""
         active = np.where(self.arrivals(1) > 0, x, np.inf)
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
