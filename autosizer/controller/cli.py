@@ -141,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate_arguments(simulate)
     simulate.set_defaults(run=simulate_run)
-    fit = groups.add_parser("fit", help="fit the simulator's job model to a real run in Prometheus")
+    fit = groups.add_parser("fit", help="fit the simulator's job model to a real run in Prometheus, and "
+                                        "check it against that run")
     from autosizer.simulator.cli import add_fit_arguments, run_fit
 
     add_fit_arguments(fit)
