@@ -14,7 +14,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from autosizer.policies import Observation, PartitionStats
-from autosizer.simulator.fit import Fitted, Series, _points, _resample, batch_commits
+from autosizer.simulator.fit import (
+    LIGHT_FILL,
+    MIN_LIGHT_BATCHES,
+    Fitted,
+    Series,
+    _points,
+    _resample,
+    batch_commits,
+)
 from autosizer.simulator.job import JobModel
 
 # The commit check's bins of a batch's read fill: a batch that keeps up reads a sliver of its
@@ -77,8 +85,10 @@ def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list
     (`JobModel.commit_wait`: a line in how full the batch's read was, through the commit latency
     and the fixed cost less its gap) against each real batch's (`fit.batch_commits`), by how
     full its read was: the line's ends come from smoothed gauges and means, and this checks
-    them, and the line between, batch by batch. `factor`: the run's, each second. No lines for a
-    run without the pairs (a pipeline before session 63)."""
+    them, and the line between, batch by batch. Where the fit took the commit latency from the
+    light batches themselves (`fit._light_latency`) those together read 1 by construction, and a
+    line says so: the fuller batches are what tests the model then. `factor`: the run's, each
+    second. No lines for a run without the pairs (a pipeline before session 63)."""
     if not commits.size:
         return []
     seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
@@ -88,6 +98,10 @@ def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list
     lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
              f"{base:.2f} s empty, {base + slope:.2f} s full)",
              f"{'fill':>11} {'batches':>8} {'measured s':>11} {'model s':>8} {'model / measured':>17}"]
+    light = int((fill < LIGHT_FILL).sum())
+    if light >= MIN_LIGHT_BATCHES:
+        lines.insert(1, f"(the fit took the commit latency from the {light} batches under {LIGHT_FILL:.0%} full: "
+                        f"together they read 1 by construction, the fuller ones test the line)")
     bins = [(f"{lo:.2f}-{hi:.2f}", (fill >= lo) & ((fill < hi) if hi < 1 else (fill <= hi)))
             for lo, hi in itertools.pairwise(FILL_BINS)]
     for name, members in [*bins, ("all", np.ones(fill.size, dtype=bool))]:

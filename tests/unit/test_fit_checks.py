@@ -40,7 +40,9 @@ def test_the_commit_check_reads_each_batch_against_the_models_line_by_fill():
     light = [(t, 0.05, 0.2 + 0.2 * 0.05) for t in range(0, 30, 3)]
     full = [(t, 1.0, 0.4) for t in range(30, 60, 3)]
     lines = commit_check(JOB, factor, np.array(light + full))
-    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert lines[1] == ("(the fit took the commit latency from the 10 batches under 50% full: together they read 1 "
+                        "by construction, the fuller ones test the line)")
+    rows = {line.split()[0]: line.split() for line in lines[3:]}
     assert rows["0.00-0.10"][1:] == ["10", "0.210", "0.210", "1.00"] and rows["0.99-1.00"][-1] == "1.00"
     slow = commit_check(JOB, factor, np.array(light + [(t, 1.0, 0.8) for t in range(30, 60, 3)]))
     assert slow[-2].split()[-1] == "0.50"  # the full bin
