@@ -2,7 +2,8 @@
 
 Every parser here accepts ASCII only (Python's int() and float() also take '٣', '1_000' and
 '  +5 '), refuses NaN and infinities, and checks a range, so a bad value is one line naming the
-field, what it got and what to give instead.
+field, what it got and what to give instead. A file a command will write is checked the same
+way, before the work.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are signed 64-bit
@@ -55,6 +58,20 @@ def duration(text: str, field: str, example: str = "90s, 30m, 2h or 1d") -> floa
         return finite(number, field) * UNITS[unit]
     except ValueError:
         raise ValueError(f"{field} {text[:40]!r} is not a duration: use {example}") from None
+
+
+def output_file(path: str, field: str) -> Path:
+    """A file a command writes when its work is done, checked before the work starts: a simulation
+    of minutes or a fit of a long run must not end in a traceback because a directory is missing."""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{field} {path!r} is a directory: name a file in it")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ValueError(f"{field} {path!r}: no directory {str(parent)!r}; create it or write elsewhere")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{field} {path!r}: the directory {str(parent)!r} is not writable; write elsewhere")
+    return target
 
 
 def _parsed(value: Any, field: str, pattern: re.Pattern[str], convert: Callable[[str], Any],

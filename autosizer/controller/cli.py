@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc.args[0]) if exc.args else "not found")
     except redis.RedisError as exc:  # none should get here; if one does, one line, no secret
         return _fail(f"Redis: {type(exc).__name__}: {redact(str(exc))[:300]}")
+    except OSError as exc:  # a file that could not be written after the checks (a full disk): one line
+        return _fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
     return 0
 
 

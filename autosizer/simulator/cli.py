@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from autosizer.checks import duration
+from autosizer.checks import duration, output_file
 from autosizer.controller.config import read_section
 from autosizer.policies import Guards, policy_names
 from autosizer.simulator import workloads
@@ -141,6 +141,9 @@ def run(args: argparse.Namespace) -> None:
     from autosizer.simulator.sweep import compare, parse_value, variants
 
     name, job, workload = _job_and_workload(args)
+    for flag, path in (("--markdown", args.markdown), ("--plot", args.plot)):
+        if path:
+            output_file(path, flag)
     settings: dict[str, dict[str, Any]] = {}
     for key, value in _pairs(args.set, "--set").items():
         policy, _, setting = key.partition(".")
@@ -219,6 +222,7 @@ def run_fit(args: argparse.Namespace) -> None:
         raise ValueError(f"--end {args.end} must be after --start {args.start}")
     if not args.out.endswith(".toml"):
         raise ValueError(f"--out {args.out!r} must end in .toml (the load is written beside it as .csv)")
+    output_file(args.out, "--out")
     if bool(args.bootstrap) != bool(args.topic):
         raise ValueError("--bootstrap and --topic go together: the broker and the topics whose records' "
                          "times are the load (or drop both to count the load from the watermark)")

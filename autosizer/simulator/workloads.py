@@ -311,11 +311,17 @@ BUILTIN: dict[str, Callable[..., Workload]] = {
 
 
 def _check_settings(kind: str, builder: Callable[..., Workload], settings: dict[str, Any]) -> None:
-    """Every setting a builder needs is given, and every one it takes as a number (rates, seconds,
+    """Every setting a builder needs is given, none it does not know (a misspelt one is named with
+    the builder's list, not Python's keyword error), and every one it takes as a number (rates, seconds,
     hours, noise, seed) is a finite number >= 0: checked once here, so a text value or a negative rate from a trace file is one
     line naming the setting, not a Python error from deep inside the builder or a silent
     negative input. The settings the builder checks itself (a dataset's, a CSV's) pass through."""
     parameters = inspect.signature(builder).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        unknown = sorted(set(settings) - set(parameters))
+        if unknown:
+            raise ValueError(f"workload {kind!r} has no setting {unknown[0]!r}: its settings are "
+                             f"{', '.join(parameters)} (--param KEY=VALUE, or in the trace)")
     for name, parameter in parameters.items():
         if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_KEYWORD \
                 and name not in settings:

@@ -263,6 +263,10 @@ def test_workloads_are_seeded_and_validated(tmp_path):
     ("ramp", {"begin": 600, "finish": 60}, "begin .* must come before its finish"),
     ("wave", {"seconds": "3600"}, "seconds must be a finite number"),
     ("csv", {}, r"workload 'csv' needs path: --param path=\.\.\. \(or path = \.\.\. in a trace\)"),
+    ("step", {"high": 9000}, "workload 'step' has no setting 'high': its settings are before, after, at, "
+                             "seconds, noise, seed"),
+    ("csv", {"path": "x.csv", "columns": "rate"}, "workload 'csv' has no setting 'columns': its settings are "
+                                                  "path, column, time_column"),
     ("prometheus", {"url": "http://127.0.0.1:1"}, "workload 'prometheus' needs query"),
     ("dataset", {}, "workload 'dataset' needs dataset: --param dataset=PACKAGE/ITEM"),
     ("prometheus", {"url": "http://127.0.0.1:1", "query": "up", "start": "2026-01-01", "end": "2026-01-02",
@@ -274,7 +278,8 @@ def test_a_synthetic_workload_refuses_a_bad_setting_in_one_line_naming_it(kind, 
     """A trace file's or `--param`'s values: a text number or a negative rate gave a Python error
     from inside the builder (`'<' not supported between 'str' and 'int'`) or ran a negative input;
     a step after the run's end ran no step; a missing setting was Python's "missing 1 required
-    positional argument"; a step of 0 or an end before the start went to Prometheus as asked. No
+    positional argument" and a misspelt one its "unexpected keyword argument" (the builder's
+    settings now listed); a step of 0 or an end before the start went to Prometheus as asked. No
     Prometheus is reached here: each is refused before the query."""
     with pytest.raises(ValueError, match=message) as caught:
         workloads.build(kind, **settings)
@@ -435,14 +440,28 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     (["--hours", "1", "--guard", "cooldown_s=x"], "--guard: [guards] cooldown_s = 'x' must be a number"),
     (["--hours", "1", "--guard", "bogus=1"], "--guard: unknown setting 'bogus' in [guards]: known settings are"),
     (["--hours", "1", "--guard", "min_factor=2.5"], "min_factor = '2.5' must be a whole number"),
+    (["--hours", "1", "--plot", "/nonexistent/dir/out.png"], "--plot '/nonexistent/dir/out.png': no directory "
+                                                            "'/nonexistent/dir'; create it or write elsewhere"),
+    (["--hours", "1", "--markdown", "/"], "--markdown '/' is a directory: name a file in it"),
 ])
 def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or_a_bad_guard(flags, message, capsys):
     """Each ran before: `--days 0` and `--process-ms 0` as if not given (the defaults), `--slo 0`
     scoring every second late and `--slo nan` none; a `--guard` that was not a number or not a
-    guard was a traceback (it is now read as the daemon's `[guards]` are)."""
+    guard was a traceback (it is now read as the daemon's `[guards]` are); so was a `--plot` or
+    `--markdown` in a missing directory, after the whole simulation had run (now refused before)."""
     assert main(["simulate", "--workload", "constant", "--policy", "lag-threshold", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_simulate_command_names_a_file_it_could_not_write_in_one_line(capsys):
+    """/proc passes the directory check for root (it is a directory and root may write) and then
+    refuses the file: the write's OSError was a traceback; it is one line with the path, as the
+    check's refusal is for everyone else."""
+    assert main(["simulate", "--workload", "constant", "--hours", "1", "--policy", "lag-threshold",
+                 "--markdown", "/proc/autosizer-table.md"]) == 2
+    err = capsys.readouterr().err
+    assert "/proc/autosizer-table.md" in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -462,6 +481,8 @@ def test_simulate_command_refuses_a_zero_length_a_zero_cost_a_meaningless_slo_or
       "127.0.0.1:1"], "--kinesis-endpoint '127.0.0.1:1' must start with http:// or https://"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--region", "eu-west-1"],
      "--region says where the Kinesis stream is: add --kinesis-stream NAME, or drop it"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--out", "/nonexistent/run.toml"],
+     "--out '/nonexistent/run.toml': no directory '/nonexistent'"),
 ])
 def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, message, capsys, tmp_path):
     """A time that did not parse was named without its flag, and `--window 0s` went to Prometheus
