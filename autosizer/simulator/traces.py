@@ -51,10 +51,16 @@ def load_trace(name_or_path: str, window: dict[str, Any] | None = None) -> Trace
         raise ValueError(f"unknown trace {name_or_path!r}: use a .toml path or one of {', '.join(trace_names())}")
     try:
         data = tomllib.loads(path.read_text())
-        spec = dict(data["workload"])
-        job = dict(data.get("job", {}))
-    except (tomllib.TOMLDecodeError, KeyError) as exc:
-        raise ValueError(f"{path}: {exc}; a trace needs a [workload] table with a kind") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc}): fix the syntax") from None
+    if "workload" not in data:
+        raise ValueError(f"{path}: no table [workload]: a trace needs a [workload] table with a kind")
+    for table in ("workload", "job"):
+        if table in data and not isinstance(data[table], dict):
+            raise ValueError(f"{path}: [{table}] must be a table of settings, not {data[table]!r}")
+    spec, job = dict(data["workload"]), dict(data.get("job", {}))
+    if "kind" not in spec:
+        raise ValueError(f"{path}: [workload] needs a kind: one of {', '.join(workloads.BUILTIN)}")
     unknown = sorted(set(data) - {"description", "workload", "job", "source"})
     if unknown:
         raise ValueError(f"{path}: no table or key {', '.join(map(repr, unknown))} in a trace: "

@@ -54,12 +54,26 @@ def _noisy(name: str, rate: np.ndarray, noise: float, seed: int, changes: tuple[
     return Workload(name, np.maximum(rate, 0.0), changes)
 
 
+MAX_DAYS = 366
+# A run keeps several arrays a second long (about 10 MB a simulated day): a year is the most it
+# takes, and a length past it is refused before the arrays are made, not a MemoryError after.
+MAX_SECONDS = MAX_DAYS * 86_400
+
+
 def _seconds(value: float, name: str) -> int:
     """A length from a user (CLI, trace file): a finite number > 0; a bool is no number here
     (TOML's `true` would otherwise be 1 s)."""
     if not (is_real(value) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-    return int(value)
+    return _span(int(value), name)
+
+
+def _span(seconds: int, where: str) -> int:
+    """A replay's length at 1 s, at most `MAX_SECONDS`."""
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{where}: {seconds:,} s ({seconds / 86_400:,.2f} days) at 1 s is more than a simulation runs "
+                         f"({MAX_DAYS} days); ask for less (seconds = ... in a trace, --days/--hours)")
+    return seconds
 
 
 def _within(at: float, seconds: int) -> None:
@@ -197,7 +211,7 @@ def from_csv(path: str | Path, column: str = "rate", time_column: str | None = "
                              f"({rows[i][time_column]}); sort the file by {time_column!r}")
         start = float(times[0])
         times -= times[0]
-        values = np.interp(np.arange(int(times[-1]) + 1), times, values)
+        values = np.interp(np.arange(_span(int(times[-1]) + 1, str(path))), times, values)
     if seconds is not None:
         keep = _seconds(seconds, "seconds")
         if keep > values.size:
@@ -259,7 +273,7 @@ def from_prometheus(url: str, query: str, start: Any, end: Any, step_s: int = 15
     if not points:
         raise ValueError(f"Prometheus returned no series for {query!r} between {start} and {end}")
     times, values = (np.array(column) for column in zip(*points, strict=True))
-    seconds = np.arange(int(times[-1] - times[0]) + 1)
+    seconds = np.arange(_span(int(times[-1] - times[0]) + 1, "prometheus"))
     return Workload("prometheus", np.maximum(np.interp(seconds, times - times[0], values), 0.0),
                     start=float(times[0]))
 

@@ -419,6 +419,38 @@ def test_a_bad_job_in_a_trace_file_is_one_line_naming_the_setting(tmp_path, job,
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("text, message", [
+    ("workload = 5\n", r"\[workload\] must be a table of settings, not 5"),
+    ('description = "no load"\n', r"no table \[workload\]: a trace needs a \[workload\] table with a kind"),
+    ("[workload]\nseconds = 3600\n", r"\[workload\] needs a kind: one of constant, step, ramp"),
+    ('job = 3\n[workload]\nkind = "step"\n', r"\[job\] must be a table of settings, not 3"),
+    ('[workload]\nkind = "step"\nseconds = 1e12\n',
+     r"seconds: 1,000,000,000,000 s \(11,574,074.07 days\) at 1 s is more than a simulation runs \(366 days\)"),
+    ('[workload]\nkind = "step"\n[job]\npartitions = 2\n[[job]]\n', "not valid TOML .*: fix the syntax"),
+])
+def test_a_trace_file_of_the_wrong_shape_is_one_line(tmp_path, text, message):
+    """`workload = 5` was Python's "'int' object is not iterable", a missing kind "unknown
+    workload ''", and a length of 10^12 s a MemoryError for 7 TiB after the file had loaded."""
+    trace = tmp_path / "mine.toml"
+    trace.write_text(text)
+    with pytest.raises(ValueError, match=message) as caught:
+        load_trace(str(trace))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_replay_longer_than_a_year_at_1_s_is_refused_before_its_arrays_are_made(tmp_path):
+    """A CSV whose times span 463 days, or `--days 367`, would make arrays of 40 million seconds
+    and more for every series of the run; the most a simulation runs is `MAX_DAYS`, said with
+    the length asked for."""
+    path = tmp_path / "long.csv"
+    path.write_text("time,rate\n0,1\n40000000,2\n")
+    with pytest.raises(ValueError, match=r"long.csv: 40,000,001 s \(462.96 days\) at 1 s is more than"):
+        workloads.build("csv", path=str(path))
+    with pytest.raises(ValueError, match=r"ask for less \(seconds = \.\.\. in a trace, --days/--hours\)"):
+        workloads.build("diurnal", seconds=(workloads.MAX_DAYS + 1) * 86_400)
+    assert workloads._span(workloads.MAX_SECONDS, "seconds") == workloads.MAX_SECONDS  # a year itself runs
+
+
 def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path, capsys):
     plot, markdown = tmp_path / "out.png", tmp_path / "table.md"
     code = main(["simulate", "--trace", "step-up", "--plot", str(plot), "--markdown", str(markdown),
