@@ -481,7 +481,7 @@ class MetadataStore:
         except redis.AuthenticationError as exc:
             raise StoreUnavailable(
                 f"Redis at {redact(self.url)} refused the credentials ({exc}): put the right "
-                "password in the URL (redis://:PASSWORD@host:port/db)", retryable=False
+                "password in the URL, before the host as :PASSWORD@", retryable=False
             ) from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise StoreUnavailable(
@@ -509,8 +509,10 @@ class MetadataStore:
             )) from None
 
 
-_BAD_URL = ("invalid Redis URL {}: use redis://[:password@]host:port/db (or rediss:// for TLS), "
-            "with /, #, ?, @ and : in the password percent-encoded (%2F %23 %3F %40 %3A)")
+# The hint names no URL with a password in it: the redaction every error line passes through
+# would take `redis://[:password@]` for one and print `redis://***@]host`.
+_BAD_URL = ("invalid Redis URL {}: use redis://host:port/db (or rediss:// for TLS), a password "
+            "before the host as :PASSWORD@, with /, #, ?, @ and : in it percent-encoded (%2F %23 %3F %40 %3A)")
 
 
 def check_redis_url(url: str) -> None:

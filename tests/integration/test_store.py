@@ -174,6 +174,7 @@ def test_auth_url_and_clear_errors(tmp_path, job):
         with pytest.raises(StoreUnavailable, match="refused the credentials") as err:
             wrong.layout()
         assert "nope" not in str(err.value)
+        assert "before the host as :PASSWORD@" in str(err.value)  # a hint the redaction leaves whole
     finally:
         server.stop()
     with pytest.raises(StoreUnavailable, match="cannot reach Redis .* start redis-server"):

@@ -14,7 +14,7 @@ from autosizer.checks import MAX_OFFSET, finite, whole
 from autosizer.controller.backoff import Backoff
 from autosizer.controller.daemon import max_tick_seconds
 from autosizer.elasticity.keys import SPECS, JobKeys, spec_for
-from autosizer.elasticity.store import MetadataStore
+from autosizer.elasticity.store import MetadataStore, StoreUnavailable, check_redis_url
 from autosizer.redaction import clip, redact, scrub
 
 
@@ -32,6 +32,16 @@ def test_redact_hides_the_whole_user_info_whatever_it_holds(url):
 def test_redact_leaves_text_without_user_info_alone(text):
     if "@" not in text:
         assert redact(text) == text
+
+
+@pytest.mark.parametrize("url", ["notaurl", "redis://127.0.0.1:99999/0", "redis://:se/cr#et@host:6379/0"])
+def test_a_bad_redis_urls_hint_reads_the_same_after_redaction(url):
+    """The hint said `redis://[:password@]host:port/db`, which the redaction every error line
+    passes through took for a password and printed as `redis://***@]host:port/db`."""
+    with pytest.raises(StoreUnavailable) as caught:
+        check_redis_url(url)
+    message = str(caught.value)
+    assert redact(message) == message and "use redis://host:port/db" in message and "cr#et" not in message
 
 
 def test_scrub_reaches_nested_values_and_clips():
