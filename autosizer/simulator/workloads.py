@@ -71,8 +71,10 @@ def _seconds(value: float, name: str) -> int:
 def _span(seconds: int, where: str) -> int:
     """A replay's length at 1 s, at most `MAX_SECONDS`."""
     if seconds > MAX_SECONDS:
-        raise ValueError(f"{where}: {seconds:,} s ({seconds / 86_400:,.2f} days) at 1 s is more than a simulation runs "
-                         f"({MAX_DAYS} days); ask for less (seconds = ... in a trace, --days/--hours)")
+        length = f"{seconds:,} s ({seconds / 86_400:,.2f} days)" if seconds < 10**15 else f"{seconds:.3g} s"
+        how = " (seconds = ... in a trace, --days/--hours)" if where == "seconds" else ""
+        raise ValueError(f"{where}: {length} at 1 s is more than a simulation runs ({MAX_DAYS} days); "
+                         f"ask for less{how}")
     return seconds
 
 
@@ -305,6 +307,7 @@ def dataset(**settings: Any) -> Workload:
 
     if "dataset" not in settings:
         raise ValueError("workload 'dataset' needs dataset: --param dataset=PACKAGE/ITEM, e.g. fpp3/bank_calls")
+    _known_only("dataset", settings, inspect.signature(from_dataset).parameters)
     return from_dataset(**settings)
 
 
@@ -332,10 +335,7 @@ def _check_settings(kind: str, builder: Callable[..., Workload], settings: dict[
     negative input. The settings the builder checks itself (a dataset's, a CSV's) pass through."""
     parameters = inspect.signature(builder).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        unknown = sorted(set(settings) - set(parameters))
-        if unknown:
-            raise ValueError(f"workload {kind!r} has no setting {unknown[0]!r}: its settings are "
-                             f"{', '.join(parameters)} (--param KEY=VALUE, or in the trace)")
+        _known_only(kind, settings, parameters)
     for name, parameter in parameters.items():
         if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_KEYWORD \
                 and name not in settings:
@@ -346,6 +346,14 @@ def _check_settings(kind: str, builder: Callable[..., Workload], settings: dict[
             continue
         if not (is_real(value) and math.isfinite(value) and value >= 0):
             raise ValueError(f"workload {kind!r}: {name} must be a finite number >= 0, not {value!r}")
+
+
+def _known_only(kind: str, settings: dict[str, Any], known: Any) -> None:
+    """A misspelt setting named with the builder's list, not Python's keyword error."""
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ValueError(f"workload {kind!r} has no setting {unknown[0]!r}: its settings are "
+                         f"{', '.join(known)} (--param KEY=VALUE, or in the trace)")
 
 
 def build(kind: str, **settings: Any) -> Workload:

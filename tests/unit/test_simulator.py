@@ -271,6 +271,9 @@ def test_workloads_are_seeded_and_validated(tmp_path):
                              "seconds, noise, seed"),
     ("csv", {"path": "x.csv", "columns": "rate"}, "workload 'csv' has no setting 'columns': its settings are "
                                                   "path, column, time_column"),
+    ("dataset", {"dataset": "fpp3/bank_calls", "counts": "Calls"}, "workload 'dataset' has no setting 'counts': "
+                                                                   "its settings are dataset, package, count, time"),
+    ("constant", {"seconds": 1e300}, r"seconds: 1e\+300 s at 1 s is more than a simulation runs \(366 days\)"),
     ("prometheus", {"url": "http://127.0.0.1:1"}, "workload 'prometheus' needs query"),
     ("dataset", {}, "workload 'dataset' needs dataset: --param dataset=PACKAGE/ITEM"),
     ("prometheus", {"url": "http://127.0.0.1:1", "query": "up", "start": "2026-01-01", "end": "2026-01-02",
