@@ -456,8 +456,10 @@ class EmbeddedPrometheus(_Process):
     what = "prometheus"
 
     def __init__(self, targets: Iterable[str] = (), workdir: str | Path | None = None,
-                 port: int | None = None, scrape_interval: str = "1s", flags: Iterable[str] = ()):
-        """`flags`: more server flags, such as a query limit a deployment sets (`--query.max-samples`)."""
+                 port: int | None = None, scrape_interval: str = "1s", flags: Iterable[str] = (),
+                 rule_files: Iterable[str | Path] = ()):
+        """`flags`: more server flags, such as a query limit a deployment sets (`--query.max-samples`);
+        `rule_files`: alerting rules to load (`deploy/autosizer-alerts.yml`)."""
         if shutil.which("prometheus") is None:
             raise RuntimeError("prometheus is not installed: run `make setup`")
         self.workdir = Path(workdir) if workdir else _scratch_dir(self, "autosizer-prometheus-")
@@ -467,6 +469,7 @@ class EmbeddedPrometheus(_Process):
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
         self.flags = list(flags)
+        self.rule_files = [str(Path(f).resolve()) for f in rule_files]
 
     @property
     def url(self) -> str:
@@ -476,6 +479,7 @@ class EmbeddedPrometheus(_Process):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config.write_text(
             f"global:\n  scrape_interval: {self.scrape_interval}\n  evaluation_interval: {self.scrape_interval}\n"
+            f"rule_files: [{', '.join(repr(f) for f in self.rule_files)}]\n"
             "scrape_configs:\n  - job_name: autosizer\n    static_configs:\n"
             f"      - targets: [{', '.join(repr(t) for t in self.targets)}]\n"
         )
