@@ -36,6 +36,7 @@ class Samples:
     series: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the Prometheus round trip
+    window: str = ""  # the rate window the queries ran over, for a reason that names it
 
 
 class PrometheusCollector:
@@ -43,13 +44,14 @@ class PrometheusCollector:
                  timeout_s: float = 5.0):
         self.url = url
         self.queries = {name: render(q, selector, window) for name, q in queries.items()}
+        self.window = window
         self.timeout_s = timeout_s
         # No retries: a down Prometheus must cost one timeout per tick, not several.
         self.client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
 
     def collect(self) -> Samples:
         began = time.perf_counter()
-        samples = Samples(time=time.time())
+        samples = Samples(time=time.time(), window=self.window)
         for name, query in self.queries.items():
             try:
                 result = self.client.custom_query(query)

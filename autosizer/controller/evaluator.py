@@ -48,6 +48,10 @@ class Evaluator:
         index = {tp: i for i, tp in enumerate(partitions)}
         columns = {name: _partition_column(samples, name, index)
                    for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate")}
+        scrapes = _single(samples.series.get("scrapes_in_window", ()))
+        scraped = _single(samples.series.get("age_seconds", ())) is not None  # else: not scraped at all, said below
+        if not problems and scraped and scrapes is not None and scrapes < 2:
+            problems.append(_too_few_scrapes(scrapes, samples.window))
         if not problems:
             problems += _missing(columns, partitions, layout, samples)
         processed = columns["processed_rate"]
@@ -185,6 +189,17 @@ def _restart_downtime(samples: Samples, journaled: float | None) -> float:
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:
     values = [v for _, v in series if math.isfinite(v)]
     return max(values) if values else None
+
+
+def _too_few_scrapes(scrapes: float, window: str) -> str:
+    """Why no rate can be read: Prometheus scraped the pipeline fewer than twice within the
+    window (Prometheus' default scrape interval is a minute, the daemon's window 30 s). The tick
+    said "no virtual task busy enough to measure capacity", or that a partition had just joined
+    the layout, and held for ever without naming the cause."""
+    within = f"the rate window ({window})" if window else "the rate window"
+    return (f"{within} holds {scrapes:.0f} scrape of the pipeline's metrics and a rate needs two: make "
+            "[prometheus] window four scrape intervals or more, or scrape the pipeline every 1-5 s (where "
+            "the policy's goals were measured); a pipeline started within the window has one too")
 
 
 def _missing(columns: dict[str, np.ndarray], partitions: list[TopicPartition], layout: Layout,

@@ -72,6 +72,8 @@ DEFAULT_QUERIES: dict[str, str] = {
     ),
     # seconds since the newest scrape of the pipeline: stale metrics hold the daemon
     "age_seconds": "time() - max(timestamp(autosizer_pipeline_batches_total{$selector}))",
+    # the pipeline's scrapes within the rate window (0 when none): every rate above needs two
+    "scrapes_in_window": "max(count_over_time(autosizer_pipeline_batches_total{$selector}[$window])) or vector(0)",
 }
 
 PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")

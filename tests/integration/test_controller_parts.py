@@ -4,6 +4,7 @@ Spark: the pipeline's own exporter is fed batches here and scraped by Prometheus
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -131,6 +132,31 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         status = subprocess.run([AUTOSIZER, "status", "--job", job, "--redis", redis_server.url], cwd=ROOT,
                                 capture_output=True, text=True, timeout=60)
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
+
+
+def test_a_rate_window_under_two_scrapes_of_a_real_prometheus_holds_and_says_so(tmp_path):
+    """The pipeline scraped every 5 s: a 3 s window holds one scrape or none (every rate query
+    comes back empty), a 30 s one six. The evaluator calls the first incomplete, naming the window and the
+    fix; the second is whole."""
+    from autosizer.controller.evaluator import Evaluator
+    from tests.daemon_harness import Exporter
+
+    layout = Layout(topics={"orders": 2}, factor=1)
+    with Exporter(layout, rate=150, capacity=100) as exporter, \
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom", scrape_interval="5s") as prometheus:
+        wide = PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="30s")
+        wait_until(lambda: (_single_value(wide.collect(), "scrapes_in_window") or 0) >= 3, 60, "three scrapes")
+        narrow = Evaluator().evaluate(PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="3s").collect(), layout)
+        whole = Evaluator().evaluate(wide.collect(), layout)
+    assert re.match(r"the rate window \(3s\) holds [01] scrape of the pipeline's metrics and a rate needs two: "
+                    r"make \[prometheus\] window four scrape intervals or more", narrow.problems[0]), narrow.problems
+    assert not narrow.observation.complete
+    assert whole.problems == [] and whole.observation.complete and whole.observation.processed_rate > 0
+
+
+def _single_value(samples, name: str) -> float | None:
+    values = [v for _, v in samples.series.get(name, ())]
+    return max(values) if values else None
 
 
 def test_a_tick_whose_rate_window_spans_an_adopted_expansion_holds_without_asking_the_policy(redis_server, job,

@@ -196,6 +196,37 @@ def test_partitions_that_joined_the_layout_and_are_not_read_yet_hold_saying_so()
                                 "the pipeline's /metrics?" for name in ("lag_records", "input_rate")]
 
 
+@pytest.mark.parametrize("scrapes, window, held", [(0, "30s", True), (1, "30s", True), (2, "30s", False),
+                                                   (1, "", True), (None, "30s", False)])
+# (None: a query overridden away, or a Prometheus before `vector`: nothing to judge by)
+def test_a_window_with_fewer_than_two_scrapes_holds_and_names_the_window(scrapes, window, held):
+    """Under Prometheus' default one-minute scrape the daemon's 30 s window holds one scrape or
+    none: no rate can be read, and the tick held on "no virtual task busy enough to measure
+    capacity" for ever. It holds on the cause now, before any series is called missing."""
+    series = {} if scrapes is None else {"scrapes_in_window": [({}, float(scrapes))]}
+    given = samples(processed_rate=[], task_busy=[], task_processed_rate=[], **series)
+    given.window = window
+    evaluation = Evaluator().evaluate(given, LAYOUT)
+    if held:
+        within = f"the rate window ({window})" if window else "the rate window"
+        assert evaluation.problems == [f"{within} holds {scrapes} scrape of the pipeline's metrics and a rate "
+                                       "needs two: make [prometheus] window four scrape intervals or more, or "
+                                       "scrape the pipeline every 1-5 s (where the policy's goals were measured); "
+                                       "a pipeline started within the window has one too"]
+        assert not evaluation.observation.complete
+    else:
+        assert not any("scrape of the pipeline" in p for p in evaluation.problems)
+
+
+def test_a_pipeline_not_scraped_at_all_is_said_so_not_a_short_window():
+    """With no series at all `scrapes_in_window` still reads 0 (`or vector(0)`): the cause is
+    then that nothing scrapes the pipeline, and the window is not blamed."""
+    nothing = Samples(time=1.0, series={"scrapes_in_window": [({}, 0.0)]}, window="30s")
+    problems = Evaluator().evaluate(nothing, LAYOUT).problems
+    assert problems and not any("rate window" in p for p in problems)
+    assert any("is Prometheus scraping" in p for p in problems)
+
+
 def test_collection_problems_pass_through_as_they_are():
     broken = Samples(time=1.0, problems=["prometheus unreachable at http://x (ConnectionError): start it"])
     evaluation = Evaluator().evaluate(broken, LAYOUT)
