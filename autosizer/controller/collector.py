@@ -36,7 +36,8 @@ class Samples:
     series: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the Prometheus round trip
-    window: str = ""  # the rate window the queries ran over, for a reason that names it
+    window: str = ""  # the rate window the queries ran over, and
+    selector: str = ""  # the label matchers they ran with, for a reason that names them
 
 
 class PrometheusCollector:
@@ -44,14 +45,14 @@ class PrometheusCollector:
                  timeout_s: float = 5.0):
         self.url = url
         self.queries = {name: render(q, selector, window) for name, q in queries.items()}
-        self.window = window
+        self.window, self.selector = window, selector
         self.timeout_s = timeout_s
         # No retries: a down Prometheus must cost one timeout per tick, not several.
         self.client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
 
     def collect(self) -> Samples:
         began = time.perf_counter()
-        samples = Samples(time=time.time(), window=self.window)
+        samples = Samples(time=time.time(), window=self.window, selector=self.selector)
         for name, query in self.queries.items():
             try:
                 result = self.client.custom_query(query)

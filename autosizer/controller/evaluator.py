@@ -52,6 +52,9 @@ class Evaluator:
         scraped = _single(samples.series.get("age_seconds", ())) is not None  # else: not scraped at all, said below
         if not problems and scraped and scrapes is not None and scrapes < 2:
             problems.append(_too_few_scrapes(scrapes, samples.window))
+        others = _single(samples.series.get("pipelines_any", ()))
+        if not problems and not scraped and samples.selector and others:
+            problems.append(_selector_misses(samples.selector, others))
         if not problems:
             problems += _missing(columns, partitions, layout, samples)
         processed = columns["processed_rate"]
@@ -200,6 +203,14 @@ def _too_few_scrapes(scrapes: float, window: str) -> str:
     return (f"{within} holds {scrapes:.0f} scrape of the pipeline's metrics and a rate needs two: make "
             "[prometheus] window four scrape intervals or more, or scrape the pipeline every 1-5 s (where "
             "the policy's goals were measured); a pipeline started within the window has one too")
+
+
+def _selector_misses(selector: str, others: float) -> str:
+    """Prometheus scrapes pipelines, none of them under the selector: a misspelt label matcher
+    held the tick on "is Prometheus scraping the pipeline's /metrics?", which it was."""
+    return (f"[prometheus] selector {selector!r} matches no pipeline series, and Prometheus scrapes "
+            f"{others:.0f} pipeline(s) under other labels: compare the selector with the labels of "
+            "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)")
 
 
 def _missing(columns: dict[str, np.ndarray], partitions: list[TopicPartition], layout: Layout,

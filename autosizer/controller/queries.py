@@ -74,6 +74,8 @@ DEFAULT_QUERIES: dict[str, str] = {
     "age_seconds": "time() - max(timestamp(autosizer_pipeline_batches_total{$selector}))",
     # the pipeline's scrapes within the rate window (0 when none): every rate above needs two
     "scrapes_in_window": "max(count_over_time(autosizer_pipeline_batches_total{$selector}[$window])) or vector(0)",
+    # the pipelines Prometheus scrapes, whatever the selector: a selector matching none of them is named
+    "pipelines_any": "count(autosizer_pipeline_batches_total) or vector(0)",
 }
 
 PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")

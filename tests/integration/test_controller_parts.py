@@ -134,10 +134,10 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
-def test_a_rate_window_under_two_scrapes_of_a_real_prometheus_holds_and_says_so(tmp_path):
+def test_a_short_window_or_a_misspelt_selector_on_a_real_prometheus_holds_and_says_so(tmp_path):
     """The pipeline scraped every 5 s: a 3 s window holds one scrape or none (every rate query
     comes back empty), a 30 s one six. The evaluator calls the first incomplete, naming the window and the
-    fix; the second is whole."""
+    fix; the second is whole. A selector matching no label of the scrape (`job="autosizr"`) is named."""
     from autosizer.controller.evaluator import Evaluator
     from tests.daemon_harness import Exporter
 
@@ -148,6 +148,11 @@ def test_a_rate_window_under_two_scrapes_of_a_real_prometheus_holds_and_says_so(
         wait_until(lambda: (_single_value(wide.collect(), "scrapes_in_window") or 0) >= 3, 60, "three scrapes")
         narrow = Evaluator().evaluate(PrometheusCollector(prometheus.url, DEFAULT_QUERIES, window="3s").collect(), layout)
         whole = Evaluator().evaluate(wide.collect(), layout)
+        misspelt = Evaluator().evaluate(PrometheusCollector(prometheus.url, DEFAULT_QUERIES, selector='job="autosizr"',
+                                                            window="30s").collect(), layout)
+    assert misspelt.problems == ["[prometheus] selector 'job=\"autosizr\"' matches no pipeline series, and Prometheus "
+                                 "scrapes 1 pipeline(s) under other labels: compare the selector with the labels of "
+                                 "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)"]
     assert re.match(r"the rate window \(3s\) holds [01] scrape of the pipeline's metrics and a rate needs two: "
                     r"make \[prometheus\] window four scrape intervals or more", narrow.problems[0]), narrow.problems
     assert not narrow.observation.complete

@@ -227,6 +227,25 @@ def test_a_pipeline_not_scraped_at_all_is_said_so_not_a_short_window():
     assert any("is Prometheus scraping" in p for p in problems)
 
 
+@pytest.mark.parametrize("selector, others, blamed", [('job="order"', 2.0, True), ("", 2.0, False),
+                                                      ('job="order"', 0.0, False)])
+def test_a_selector_that_matches_no_pipeline_prometheus_scrapes_is_named(selector, others, blamed):
+    """A misspelt selector (`job="order"` for `job="orders"`) held on "is Prometheus scraping the
+    pipeline's /metrics?" while Prometheus was. With no selector, or no pipeline scraped at all,
+    that question stays."""
+    nothing = Samples(time=1.0, series={"scrapes_in_window": [({}, 0.0)], "pipelines_any": [({}, others)]},
+                      window="30s", selector=selector)
+    problems = Evaluator().evaluate(nothing, LAYOUT).problems
+    named = [p for p in problems if p.startswith("[prometheus] selector")]
+    if blamed:
+        assert named == [f"[prometheus] selector {selector!r} matches no pipeline series, and Prometheus scrapes "
+                         "2 pipeline(s) under other labels: compare the selector with the labels of "
+                         "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)"]
+        assert len(problems) == 1
+    else:
+        assert not named and any("is Prometheus scraping" in p for p in problems)
+
+
 def test_collection_problems_pass_through_as_they_are():
     broken = Samples(time=1.0, problems=["prometheus unreachable at http://x (ConnectionError): start it"])
     evaluation = Evaluator().evaluate(broken, LAYOUT)
