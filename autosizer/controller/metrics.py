@@ -43,6 +43,11 @@ class DaemonMetrics:
         self.metrics_age = Gauge("autosizer_daemon_metrics_age_seconds",
                                  "How old the newest pipeline sample the last tick read was",
                                  registry=self.registry)
+        # 0 while the leader's ticks hold on incomplete metrics: nothing sizes the job then, and
+        # /healthz stays 200 (the daemon works; its inputs do not), so an alert watches this
+        self.metrics_complete = Gauge("autosizer_daemon_metrics_complete",
+                                      "1 when the last tick read every metric it needs, 0 when it held without",
+                                      registry=self.registry)
         self.tick_seconds = Histogram("autosizer_daemon_tick_seconds", "Tick duration, actuation included",
                                       registry=self.registry)
         self.actuation_seconds = Histogram(

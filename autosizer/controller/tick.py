@@ -133,8 +133,10 @@ class Tick:
         evaluation = self.evaluator.evaluate(samples, layout, since, downtime, at=self._wall)
         if rescaled is not None and rescaled.expansion and since < self.window_s:
             evaluation.problems.append(_spans_expansion(self.window_s, since))
-        if self.metrics is not None and not evaluation.problems:
-            self.metrics.metrics_age.set(evaluation.observation.age_s)
+        if self.metrics is not None:
+            self.metrics.metrics_complete.set(0 if evaluation.problems else 1)
+            if not evaluation.problems:
+                self.metrics.metrics_age.set(evaluation.observation.age_s)
         decision = self._decide(evaluation, overrides, layout)
         inputs = _inputs(evaluation, samples.seconds)
         if decision.factor == layout.factor:

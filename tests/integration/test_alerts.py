@@ -50,6 +50,12 @@ CASES = [
                            f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x10"}, 5, True),
     ("AutosizerNoLeader", {f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x10",
                            f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x10"}, 5, False),
+    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="a:9000"}}': "0x15",
+                        f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x15"}, 12, True),
+    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="a:9000"}}': "0x5 1 0x8",
+                        f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x15"}, 12, False),
+    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="b:9000"}}': "0x15",
+                        f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x15"}, 12, False),
     ("AutosizerMetricsStale", {f'autosizer_daemon_metrics_age_seconds{{{DAEMON}, instance="a:9000"}}': "8x10",
                                f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x10"}, 8, True),
     ("AutosizerMetricsStale", {f'autosizer_daemon_metrics_age_seconds{{{DAEMON}, instance="b:9000"}}': "8x10",
@@ -102,7 +108,7 @@ def test_the_shipped_alert_rules_are_valid_rules(rules):
     (the fixture) as an alert."""
     checked = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert len(rules) == 7 and {r["type"] for r in rules.values()} == {"alerting"}
+    assert len(rules) == 8 and {r["type"] for r in rules.values()} == {"alerting"}
 
 
 def test_each_shipped_alert_fires_where_it_should_and_not_where_it_should_not(rules, tmp_path):

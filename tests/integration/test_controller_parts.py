@@ -93,6 +93,7 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         # how old the metrics were, for an operator to alert on (the test's Prometheus scrapes each second)
         age = metrics.registry.get_sample_value("autosizer_daemon_metrics_age_seconds")
         assert age == pytest.approx(record.inputs["age_s"], abs=0.06) and 0 <= age < 5
+        assert metrics.registry.get_sample_value("autosizer_daemon_metrics_complete") == 1.0
         assert record.inputs["input_rate"] > 300 and record.inputs["task_capacity"] > 0
         # the CPU a record costs (1 ms) and the cores (2): at most 2,000/s at any factor
         assert record.inputs["cpu_ceiling"] == pytest.approx(2000, rel=0.05)
@@ -119,6 +120,7 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         prometheus.stop()
         record = tick()
         assert record.outcome == "hold" and "prometheus unreachable" in record.reason and record.target == 1
+        assert metrics.registry.get_sample_value("autosizer_daemon_metrics_complete") == 0.0  # held blind
         prometheus.start()
         wait_until(lambda: not collector.collect().problems, 60, "Prometheus back")
 
@@ -293,6 +295,8 @@ def test_daemon_process_bad_config_garbage_overrides_healthz_and_sigterm(redis_s
         with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as response:
             text = response.read().decode()
         assert 'autosizer_daemon_decisions_total{outcome="hold"}' in text and "autosizer_daemon_factor 1.0" in text
+        # healthy, yet blind: every tick holds without Prometheus, which AutosizerBlind watches
+        assert "autosizer_daemon_metrics_complete 0.0" in text
         listed = subprocess.run([*cli, "set", "factor", "8", "--ttl", "2h", "--config", str(config)],
                                 cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
         assert "factor" in listed and "2.0h" in listed
