@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autosizer.controller.collector import Labels, Samples
-from autosizer.controller.queries import hot_share_table, partition_of
+from autosizer.controller.queries import (
+    hot_share_table,
+    partition_of,
+    selector_misses,
+    too_few_scrapes,
+)
 from autosizer.elasticity import FACTORS, Layout, TopicPartition
 from autosizer.elasticity.batch_cost import duty_at
 from autosizer.policies.base import (
@@ -51,10 +56,10 @@ class Evaluator:
         scrapes = _single(samples.series.get("scrapes_in_window", ()))
         scraped = _single(samples.series.get("age_seconds", ())) is not None  # else: not scraped at all, said below
         if not problems and scraped and scrapes is not None and scrapes < 2:
-            problems.append(_too_few_scrapes(scrapes, samples.window))
+            problems.append(too_few_scrapes(scrapes, samples.window))
         others = _single(samples.series.get("pipelines_any", ()))
         if not problems and not scraped and samples.selector and others:
-            problems.append(_selector_misses(samples.selector, others))
+            problems.append(selector_misses(samples.selector, others))
         if not problems:
             problems += _missing(columns, partitions, layout, samples)
         processed = columns["processed_rate"]
@@ -192,25 +197,6 @@ def _restart_downtime(samples: Samples, journaled: float | None) -> float:
 def _single(series: Iterable[tuple[Labels, float]]) -> float | None:
     values = [v for _, v in series if math.isfinite(v)]
     return max(values) if values else None
-
-
-def _too_few_scrapes(scrapes: float, window: str) -> str:
-    """Why no rate can be read: Prometheus scraped the pipeline fewer than twice within the
-    window (Prometheus' default scrape interval is a minute, the daemon's window 30 s). The tick
-    said "no virtual task busy enough to measure capacity", or that a partition had just joined
-    the layout, and held for ever without naming the cause."""
-    within = f"the rate window ({window})" if window else "the rate window"
-    return (f"{within} holds {scrapes:.0f} scrape of the pipeline's metrics and a rate needs two: make "
-            "[prometheus] window four scrape intervals or more, or scrape the pipeline every 1-5 s (where "
-            "the policy's goals were measured); a pipeline started within the window has one too")
-
-
-def _selector_misses(selector: str, others: float) -> str:
-    """Prometheus scrapes pipelines, none of them under the selector: a misspelt label matcher
-    held the tick on "is Prometheus scraping the pipeline's /metrics?", which it was."""
-    return (f"[prometheus] selector {selector!r} matches no pipeline series, and Prometheus scrapes "
-            f"{others:.0f} pipeline(s) under other labels: compare the selector with the labels of "
-            "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)")
 
 
 def _missing(columns: dict[str, np.ndarray], partitions: list[TopicPartition], layout: Layout,

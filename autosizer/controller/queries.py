@@ -78,6 +78,27 @@ DEFAULT_QUERIES: dict[str, str] = {
     "pipelines_any": "count(autosizer_pipeline_batches_total) or vector(0)",
 }
 
+
+
+def too_few_scrapes(scrapes: float, window: str, field: str = "[prometheus] window") -> str:
+    """Why no rate can be read: Prometheus scraped the pipeline fewer than twice within the
+    window (its default scrape interval is a minute, the daemon's window 30 s). The daemon held
+    on "no virtual task busy enough to measure capacity" and `autosizer fit` asked whether
+    Prometheus scraped the pipeline, which it did."""
+    within = f"the rate window ({window})" if window else "the rate window"
+    return (f"{within} holds {scrapes:.0f} scrape of the pipeline's metrics and a rate needs two: make "
+            f"{field} four scrape intervals or more, or scrape the pipeline every 1-5 s (where the policy's "
+            "goals were measured); a pipeline started within the window has one too")
+
+
+def selector_misses(selector: str, others: float, field: str = "[prometheus] selector") -> str:
+    """Prometheus scrapes pipelines, none of them under the selector: a misspelt label matcher
+    was answered with "is Prometheus scraping the pipeline's /metrics?", which it was."""
+    return (f"{field} {selector!r} matches no pipeline series, and Prometheus scrapes {others:.0f} "
+            "pipeline(s) under other labels: compare the selector with the labels of "
+            "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)")
+
+
 PARTITION_QUERIES = ("lag_records", "lag_seconds", "input_rate", "processed_rate")
 TASK_QUERIES = ("task_lag_records", "task_processed_rate", "task_process_seconds", "task_busy")
 

@@ -204,7 +204,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_fit(args: argparse.Namespace) -> None:
     from autosizer.simulator.arrivals import read_arrivals, read_kinesis_arrivals
-    from autosizer.simulator.fit import ARRIVALS, fetch, fitted_run, write_trace
+    from autosizer.simulator.fit import ARRIVALS, fetch, fitted_run, scrape_problem, write_trace
     from autosizer.simulator.fit_checks import checks
     from autosizer.simulator.workloads import _when
 
@@ -239,6 +239,8 @@ def run_fit(args: argparse.Namespace) -> None:
 
         check_kinesis_access(endpoint, region)
     series = fetch(args.prometheus, start, end, args.selector, f"{int(window)}s")
+    if problem := scrape_problem(series, f"{int(window)}s", args.selector):
+        raise ValueError(problem)
     if args.bootstrap:
         series[ARRIVALS] = read_arrivals(args.bootstrap, args.topic, start, end)
     elif args.kinesis_stream:

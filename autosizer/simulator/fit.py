@@ -21,7 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from autosizer.controller.queries import hot_share_table, partition_of
+from autosizer.controller.queries import (
+    DEFAULT_QUERIES,
+    hot_share_table,
+    partition_of,
+    selector_misses,
+    too_few_scrapes,
+)
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -57,6 +63,9 @@ FIT_QUERIES: dict[str, str] = {
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",
     "factor": "max(autosizer_pipeline_factor{$selector})",
     "lag_seconds": "max(autosizer_pipeline_lag_seconds{$selector})",
+    # whether the window holds two scrapes, and whether the selector misses the pipelines there
+    "scrapes_in_window": DEFAULT_QUERIES["scrapes_in_window"],
+    "pipelines_any": DEFAULT_QUERIES["pipelines_any"],
     # over 15 s whatever the load's window: batches commit every few seconds, and a short window
     # holds none or two of them
     "processed_rate": "sum(rate(autosizer_pipeline_records_in_total{$selector}[15s]))",
@@ -105,6 +114,23 @@ class Fitted:
     factor: np.ndarray
     processed: np.ndarray
     load_source: str = ""  # where the load was counted from, and why there
+
+
+def scrape_problem(series: Mapping[str, Series], window: str, selector: str) -> str | None:
+    """Why the run's series cannot be read at this window or selector, before the fit says "no
+    input rate series": a window that never held two scrapes of the pipeline, or a selector that
+    matches none of the pipelines Prometheus scraped. None when neither (or the run did not
+    fetch these two: a caller's own queries)."""
+    def most(name: str) -> float | None:
+        values = [v for _, points in series.get(name, ()) for _, v in points if math.isfinite(v)]
+        return max(values) if values else None
+
+    scrapes, others = most("scrapes_in_window"), most("pipelines_any")
+    if scrapes == 0 and others and selector:
+        return selector_misses(selector, others, "--selector")
+    if scrapes is not None and 0 < scrapes < 2:
+        return too_few_scrapes(scrapes, window, "--window")
+    return None
 
 
 def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:

@@ -136,7 +136,7 @@ def test_tick_decides_from_prometheus_honours_overrides_and_holds_when_it_is_gon
         assert "(drain to first commit 3.2s; the policy reads a restart of 0.80s)" in status.stdout, status.stdout
 
 
-def test_a_short_window_or_a_misspelt_selector_on_a_real_prometheus_holds_and_says_so(tmp_path):
+def test_a_short_window_or_a_misspelt_selector_on_a_real_prometheus_holds_and_says_so(tmp_path, capsys):
     """The pipeline scraped every 5 s: a 3 s window holds one scrape or none (every rate query
     comes back empty), a 30 s one six. The evaluator calls the first incomplete, naming the window and the
     fix; the second is whole. A selector matching no label of the scrape (`job="autosizr"`) is named."""
@@ -152,6 +152,10 @@ def test_a_short_window_or_a_misspelt_selector_on_a_real_prometheus_holds_and_sa
         whole = Evaluator().evaluate(wide.collect(), layout)
         misspelt = Evaluator().evaluate(PrometheusCollector(prometheus.url, DEFAULT_QUERIES, selector='job="autosizr"',
                                                             window="30s").collect(), layout)
+        fit = ["fit", "--prometheus", prometheus.url, "--start", str(time.time() - 20), "--end", str(time.time()),
+               "--out", str(tmp_path / "run.toml")]
+        assert main([*fit, "--window", "3s"]) == 2  # `autosizer fit` says the same of its own window
+        assert "the rate window (3s) holds" in capsys.readouterr().err
     assert misspelt.problems == ["[prometheus] selector 'job=\"autosizr\"' matches no pipeline series, and Prometheus "
                                  "scrapes 1 pipeline(s) under other labels: compare the selector with the labels of "
                                  "autosizer_pipeline_batches_total there (or this job's pipeline is not scraped)"]

@@ -14,6 +14,7 @@ from autosizer.simulator.fit import (
     fit_job,
     fitted_run,
     legacy_lag_probe_age,
+    scrape_problem,
     write_trace,
 )
 from autosizer.simulator.job import JobModel
@@ -550,3 +551,22 @@ def test_a_layout_changes_when_the_probe_first_read_its_new_partitions_not_when_
     assert fitted_run(series, START, START + 90).job.layout_changes_s[0] == pytest.approx(49.2)
     del series["high_watermark_time"]
     assert fitted_run(series, START, START + 90).job.layout_changes_s[0] == pytest.approx(50.0)
+
+
+@pytest.mark.parametrize("scrapes, others, selector, said", [
+    ([1, 1, 1], [1, 1, 1], "", "the rate window (3s) holds 1 scrape of the pipeline's metrics and a rate needs two: "
+                               "make --window four scrape intervals or more"),
+    ([1, 2, 3], [1, 1, 1], "", None),  # the pipeline's start: one scrape in its first window, then more
+    ([0, 0, 0], [2, 2, 2], 'job="order"', "--selector 'job=\"order\"' matches no pipeline series, and "
+                                          "Prometheus scrapes 2 pipeline(s) under other labels"),
+    ([0, 0, 0], [0, 0, 0], 'job="order"', None),  # nothing scraped at all: the fit's own error says so
+    (None, None, "", None),  # a caller's own queries, without these two
+])
+def test_a_window_under_two_scrapes_or_a_selector_that_misses_is_named_before_the_fit(scrapes, others, selector, said):
+    """`autosizer fit --window 3s` on a pipeline scraped every 5 s, or with a misspelt
+    `--selector`, said "no input rate series: is Prometheus scraping the pipeline's /metrics?"."""
+    series = {} if scrapes is None else {
+        "scrapes_in_window": [({}, [(float(t), float(v)) for t, v in enumerate(scrapes)])],
+        "pipelines_any": [({}, [(float(t), float(v)) for t, v in enumerate(others)])]}
+    problem = scrape_problem(series, "3s", selector)
+    assert (problem is None) if said is None else problem.startswith(said), problem
