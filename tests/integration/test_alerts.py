@@ -26,54 +26,52 @@ RULES = Path(__file__).resolve().parents[2] / "deploy" / "autosizer-alerts.yml"
 PIPELINE = 'job="orders-pipeline", instance="driver:9108"'
 DAEMON = 'job="orders-autosizer"'
 
-# (alert, series (a metric with its labels: promtool's expanding values, one a minute), the
-# minute it is judged at, whether it fires there). Labels kept by each rule's aggregation are
-# what the alert carries (below).
+
+def pipe(metric: str, values: str, **labels: str) -> tuple[str, str]:
+    """One input series of the pipeline's scrape job: the metric with its labels, and its values
+    in promtool's expanding notation, one a minute."""
+    extra = "".join(f', {key}="{value}"' for key, value in labels.items())
+    return f"{metric}{{{PIPELINE}{extra}}}", values
+
+
+def daemon(metric: str, values: str, instance: str = "a:9000", **labels: str) -> tuple[str, str]:
+    """The same for one daemon of the job's daemons' scrape job."""
+    extra = "".join(f', {key}="{value}"' for key, value in labels.items())
+    return f'{metric}{{{DAEMON}, instance="{instance}"{extra}}}', values
+
+
+LAG, BATCHES, BEHIND = "autosizer_pipeline_lag_seconds", "autosizer_pipeline_batches_total", "autosizer_pipeline_lag_records"
+LEADER, COMPLETE, AGE = "autosizer_daemon_leader", "autosizer_daemon_metrics_complete", "autosizer_daemon_metrics_age_seconds"
+DECISIONS = "autosizer_daemon_decisions_total"
+
+# (alert, its input series, the minute it is judged at, whether it fires there). Labels kept by
+# each rule's aggregation are what the alert carries (`_alert_labels`).
 CASES = [
-    ("AutosizerJobBehindSLO", {f'autosizer_pipeline_lag_seconds{{{PIPELINE}, topic="orders", partition="0"}}': "40x20",
-                               f'autosizer_pipeline_lag_seconds{{{PIPELINE}, topic="orders", partition="1"}}': "1x20"},
-     10, True),
-    ("AutosizerJobBehindSLO", {f'autosizer_pipeline_lag_seconds{{{PIPELINE}, topic="orders", partition="0"}}': "20x20"},
-     10, False),
-    ("AutosizerJobBehindSLO", {f'autosizer_pipeline_lag_seconds{{{PIPELINE}, topic="orders", partition="0"}}':
-                               "1x4 40x3 1x10"}, 7, False),  # three minutes over: pending, not firing
-    ("AutosizerPipelineNotCommitting", {f"autosizer_pipeline_batches_total{{{PIPELINE}}}": "50x20",
-                                        f'autosizer_pipeline_lag_records{{{PIPELINE}, topic="orders", partition="0"}}':
-                                        "100x20"}, 12, True),
-    ("AutosizerPipelineNotCommitting", {f"autosizer_pipeline_batches_total{{{PIPELINE}}}": "0+60x20",
-                                        f'autosizer_pipeline_lag_records{{{PIPELINE}, topic="orders", partition="0"}}':
-                                        "100x20"}, 12, False),
-    ("AutosizerPipelineNotCommitting", {f"autosizer_pipeline_batches_total{{{PIPELINE}}}": "50x20",
-                                        f'autosizer_pipeline_lag_records{{{PIPELINE}, topic="orders", partition="0"}}':
-                                        "0x20"}, 12, False),  # idle: nothing to commit
-    ("AutosizerNoLeader", {f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "0x10",
-                           f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x10"}, 5, True),
-    ("AutosizerNoLeader", {f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x10",
-                           f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x10"}, 5, False),
-    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="a:9000"}}': "0x15",
-                        f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x15"}, 12, True),
-    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="a:9000"}}': "0x5 1 0x8",
-                        f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x15"}, 12, False),
-    ("AutosizerBlind", {f'autosizer_daemon_metrics_complete{{{DAEMON}, instance="b:9000"}}': "0x15",
-                        f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x15"}, 12, False),
-    ("AutosizerMetricsStale", {f'autosizer_daemon_metrics_age_seconds{{{DAEMON}, instance="a:9000"}}': "8x10",
-                               f'autosizer_daemon_leader{{{DAEMON}, instance="a:9000"}}': "1x10"}, 8, True),
-    ("AutosizerMetricsStale", {f'autosizer_daemon_metrics_age_seconds{{{DAEMON}, instance="b:9000"}}': "8x10",
-                               f'autosizer_daemon_leader{{{DAEMON}, instance="b:9000"}}': "0x10"}, 8, False),
-    ("AutosizerActuationsFailing", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                    f'outcome="rolled_back"}}': "0 0 1 1 2 2 2 2 2 2", }, 8, True),
-    ("AutosizerActuationsFailing", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                    f'outcome="scale_up"}}': "0+1x10"}, 8, False),
-    ("AutosizerTicksErroring", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                f'outcome="error"}}': "0+1x20"}, 15, True),
-    ("AutosizerTicksErroring", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                f'outcome="hold"}}': "0+12x20"}, 15, False),
-    ("AutosizerRescalingOften", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                 f'outcome="scale_up"}}': "0+1x20",
-                                 f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                 f'outcome="scale_down"}}': "0+1x20"}, 20, True),
-    ("AutosizerRescalingOften", {f'autosizer_daemon_decisions_total{{{DAEMON}, instance="a:9000", '
-                                 f'outcome="scale_up"}}': "0 1 1 1 1 1 1 2 2 2 2"}, 10, False),
+    ("AutosizerJobBehindSLO", dict([pipe(LAG, "40x20", topic="orders", partition="0"),
+                                    pipe(LAG, "1x20", topic="orders", partition="1")]), 10, True),
+    ("AutosizerJobBehindSLO", dict([pipe(LAG, "20x20", topic="orders", partition="0")]), 10, False),
+    ("AutosizerJobBehindSLO", dict([pipe(LAG, "1x4 40x3 1x10", topic="orders", partition="0")]),
+     7, False),  # three minutes over: pending, not firing
+    ("AutosizerPipelineNotCommitting", dict([pipe(BATCHES, "50x20"), pipe(BEHIND, "100x20", topic="orders", partition="0")]),
+     12, True),
+    ("AutosizerPipelineNotCommitting", dict([pipe(BATCHES, "0+60x20"), pipe(BEHIND, "100x20", topic="orders", partition="0")]),
+     12, False),
+    ("AutosizerPipelineNotCommitting", dict([pipe(BATCHES, "50x20"), pipe(BEHIND, "0x20", topic="orders", partition="0")]),
+     12, False),  # idle: nothing to commit
+    ("AutosizerNoLeader", dict([daemon(LEADER, "0x10"), daemon(LEADER, "0x10", "b:9000")]), 5, True),
+    ("AutosizerNoLeader", dict([daemon(LEADER, "1x10"), daemon(LEADER, "0x10", "b:9000")]), 5, False),
+    ("AutosizerBlind", dict([daemon(COMPLETE, "0x15"), daemon(LEADER, "1x15")]), 12, True),
+    ("AutosizerBlind", dict([daemon(COMPLETE, "0x5 1 0x8"), daemon(LEADER, "1x15")]), 12, False),
+    ("AutosizerBlind", dict([daemon(COMPLETE, "0x15", "b:9000"), daemon(LEADER, "0x15", "b:9000")]), 12, False),
+    ("AutosizerMetricsStale", dict([daemon(AGE, "8x10"), daemon(LEADER, "1x10")]), 8, True),
+    ("AutosizerMetricsStale", dict([daemon(AGE, "8x10", "b:9000"), daemon(LEADER, "0x10", "b:9000")]), 8, False),
+    ("AutosizerActuationsFailing", dict([daemon(DECISIONS, "0 0 1 1 2 2 2 2 2 2", outcome="rolled_back")]), 8, True),
+    ("AutosizerActuationsFailing", dict([daemon(DECISIONS, "0+1x10", outcome="scale_up")]), 8, False),
+    ("AutosizerTicksErroring", dict([daemon(DECISIONS, "0+1x20", outcome="error")]), 15, True),
+    ("AutosizerTicksErroring", dict([daemon(DECISIONS, "0+12x20", outcome="hold")]), 15, False),
+    ("AutosizerRescalingOften", dict([daemon(DECISIONS, "0+1x20", outcome="scale_up"),
+                                      daemon(DECISIONS, "0+1x20", outcome="scale_down")]), 20, True),
+    ("AutosizerRescalingOften", dict([daemon(DECISIONS, "0 1 1 1 1 1 1 2 2 2 2", outcome="scale_up")]), 10, False),
 ]
 
 
