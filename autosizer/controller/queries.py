@@ -79,7 +79,6 @@ DEFAULT_QUERIES: dict[str, str] = {
 }
 
 
-
 def too_few_scrapes(scrapes: float, window: str, field: str = "[prometheus] window") -> str:
     """Why no rate can be read: Prometheus scraped the pipeline fewer than twice within the
     window (its default scrape interval is a minute, the daemon's window 30 s). The daemon held
