@@ -14,7 +14,11 @@ Series (labels in braces):
   autosizer_pipeline_task_lag_records{task,topic,partition} high watermark - the task's position (the probe's)
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
   autosizer_pipeline_records_out_total{task}               outputs the task produced
-  autosizer_pipeline_process_seconds{task}                 histogram: user function time per record
+  autosizer_pipeline_process_seconds{task}                 summary (_sum, _count): user function time,
+                                                           the records it ran on
+  autosizer_pipeline_record_seconds                        histogram over every task: user function time
+                                                           per record (per task it was 13 series a task
+                                                           no query read: 61% of the exposition)
   autosizer_pipeline_busy_ratio{task}                      threads busy on the task's lanes, on average
                                                            over the last batch (above 1: several)
   autosizer_pipeline_cpu_seconds_total{task}               CPU time the threads used on the task's lanes
@@ -96,6 +100,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -343,15 +348,23 @@ class PipelineMetrics(Collector):
         for task, value in sorted(self.records_out.items()):
             records_out.add_metric([task], value)
         yield records_out
-        histogram = HistogramMetricFamily("autosizer_pipeline_process_seconds",
-                                          "User function time per record", labels=["task"])
+        # Per task the daemon reads the time and the records it ran on (`task_busy`,
+        # `task_process_seconds`); the distribution is one histogram over the job: per task its
+        # buckets were 13 series a task that nothing read, and the scrape's cost grows with the
+        # tasks (4,096 tasks: 0.53 s of the driver's CPU a scrape, 0.17 s without them).
+        summary = SummaryMetricFamily("autosizer_pipeline_process_seconds",
+                                      "User function time, and the records it ran on", labels=["task"])
+        totals = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
         for task, counts in sorted(self.histograms.items()):
-            cumulative, buckets = 0, []
-            for edge, count in zip((*PROCESS_TIME_BUCKETS, float("inf")), counts, strict=True):
-                cumulative += count
-                buckets.append(("+Inf" if edge == float("inf") else repr(edge), cumulative))
-            histogram.add_metric([task], buckets, self.process_ns[task] / 1e9)
-        yield histogram
+            summary.add_metric([task], sum(counts), self.process_ns[task] / 1e9)
+            totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        yield summary
+        cumulative, buckets = 0, []
+        for edge, count in zip((*PROCESS_TIME_BUCKETS, float("inf")), totals, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if edge == float("inf") else repr(edge), cumulative))
+        yield HistogramMetricFamily("autosizer_pipeline_record_seconds", "User function time per record, over "
+                                    "every task", buckets=buckets, sum_value=sum(self.process_ns.values()) / 1e9)
         cpu = CounterMetricFamily("autosizer_pipeline_cpu_seconds",
                                   "CPU time the threads used on a virtual task's records", labels=["task"])
         for task, ns in sorted(self.cpu_ns.items()):

@@ -308,6 +308,9 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
         assert value(before, "autosizer_pipeline_records_in_total") == 200
         assert value(before, "autosizer_pipeline_records_out_total") == 200
         assert value(before, "autosizer_pipeline_process_seconds_count") == 200
+        # the records' times: per task their sum and count, the distribution one histogram of the job
+        assert value(before, "autosizer_pipeline_record_seconds_count") == 200
+        assert "autosizer_pipeline_process_seconds_bucket" not in before
         assert len(before["autosizer_pipeline_busy_ratio"]) == 4
         # the CPU the records cost, per task, and the cores the slots share (local[2] in tests)
         assert len(before["autosizer_pipeline_cpu_seconds_total"]) == 4

@@ -1,8 +1,11 @@
-"""The lag gauges read one moment: the probe's watermark less the positions of that moment."""
+"""The lag gauges read one moment: the probe's watermark less the positions of that moment; and
+the per-task series the exposition carries, which grow with the factor."""
+
+from prometheus_client import CollectorRegistry, generate_latest
 
 from autosizer.elasticity import Layout
 from autosizer.pipeline.metrics import PipelineMetrics
-from autosizer.pipeline.slots import TaskProgress
+from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 
 def _gauges(metrics: PipelineMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -46,3 +49,28 @@ def test_a_new_layout_reads_its_own_tasks_against_the_last_marks_until_the_next_
     assert metrics.partition_lag() == {("orders", 0): 600}  # known before the first batch
     task_series = {dict(labels)["task"] for name, labels in _gauges(metrics) if name.endswith("task_lag_records")}
     assert task_series == {merged}  # no series for a task the new layout retired
+
+
+def test_a_tasks_record_times_are_its_sum_and_count_and_their_distribution_one_histogram_for_the_job():
+    """Per task the daemon reads `_sum` and `_count` (busy time, time per record); the buckets,
+    13 series a task that no query read, were 61% of the exposition (4,096 tasks: 86,330 lines,
+    0.53 s of the driver's CPU a scrape). They are summed into one histogram for the job."""
+    layout = Layout(topics={"orders": 2}, factor=4)
+    tasks = layout.virtual_tasks()
+    metrics = PipelineMetrics("j")
+    metrics.started(layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
+    histogram = (0, 3, 1) + (0,) * (len(PROCESS_TIME_BUCKETS) - 2)  # 4 records a task
+    progress = [TaskProgress(t.name, *sorted(t.partitions)[0], 4, records=4, process_ns=20_000_000,
+                             histogram=histogram) for t in tasks]
+    metrics.observe_batch(progress, {t.name: 10**9 for t in tasks},
+                          {(p.task, p.topic, p.partition): p.next_offset for p in progress}, 1.0)
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    assert 'autosizer_pipeline_process_seconds_bucket' not in text
+    for task in tasks:
+        assert f'autosizer_pipeline_process_seconds_count{{task="{task.name}"}} 4.0' in text
+        assert f'autosizer_pipeline_process_seconds_sum{{task="{task.name}"}} 0.02' in text
+    assert f'autosizer_pipeline_record_seconds_bucket{{le="+Inf"}} {4.0 * len(tasks)}' in text
+    assert f'autosizer_pipeline_record_seconds_sum {0.02 * len(tasks)}' in text
+    assert text.count("_bucket{") == len(PROCESS_TIME_BUCKETS) + 1
