@@ -354,17 +354,18 @@ class PipelineMetrics(Collector):
         # tasks (4,096 tasks: 0.53 s of the driver's CPU a scrape, 0.17 s without them).
         summary = SummaryMetricFamily("autosizer_pipeline_process_seconds",
                                       "User function time, and the records it ran on", labels=["task"])
-        totals = [0] * (len(PROCESS_TIME_BUCKETS) + 1)
+        totals, seconds = [0] * (len(PROCESS_TIME_BUCKETS) + 1), 0.0
         for task, counts in sorted(self.histograms.items()):
             summary.add_metric([task], sum(counts), self.process_ns[task] / 1e9)
             totals = [a + b for a, b in zip(totals, counts, strict=True)]
+            seconds += self.process_ns[task] / 1e9
         yield summary
         cumulative, buckets = 0, []
         for edge, count in zip((*PROCESS_TIME_BUCKETS, float("inf")), totals, strict=True):
             cumulative += count
             buckets.append(("+Inf" if edge == float("inf") else repr(edge), cumulative))
         yield HistogramMetricFamily("autosizer_pipeline_record_seconds", "User function time per record, over "
-                                    "every task", buckets=buckets, sum_value=sum(self.process_ns.values()) / 1e9)
+                                    "every task", buckets=buckets, sum_value=seconds)
         cpu = CounterMetricFamily("autosizer_pipeline_cpu_seconds",
                                   "CPU time the threads used on a virtual task's records", labels=["task"])
         for task, ns in sorted(self.cpu_ns.items()):
