@@ -13,29 +13,16 @@ flipped each round, and prints the ratio of their render times.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
+from revision import other_revision  # benchmarks/, run as a script
 
 from autosizer.elasticity import Layout
 from autosizer.pipeline import metrics as this_metrics
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 LAYOUTS = ((8, 64), (64, 64))  # (partitions, factor): 512 and 4,096 virtual tasks
-
-
-def _module(path: str):
-    """Another revision's pipeline metrics module, loaded beside this one."""
-    if not Path(path).is_file():
-        raise SystemExit(f"--against {path}: no such file; give a worktree's autosizer/pipeline/metrics.py")
-    spec = importlib.util.spec_from_file_location("other_metrics", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["other_metrics"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fed(module, layout: Layout) -> CollectorRegistry:
@@ -66,7 +53,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--against", metavar="METRICS_PY", help="another revision's autosizer/pipeline/metrics.py")
     args = parser.parse_args()
-    other = _module(args.against) if args.against else None
+    other = other_revision(args.against, "autosizer/pipeline/metrics.py") if args.against else None
     for partitions, factor in LAYOUTS:
         layout = Layout(topics={"orders": partitions}, factor=factor)
         tasks = len(layout.virtual_tasks())

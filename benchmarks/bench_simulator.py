@@ -14,11 +14,10 @@ difference being measured.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import sys
 import time
-from pathlib import Path
+
+from revision import other_revision  # benchmarks/, run as a script
 
 from autosizer.policies import Decision, load_policy
 from autosizer.simulator import engine, workloads
@@ -36,21 +35,10 @@ class Fixed:
 POLICIES = ("fixed", "autosizer", "utilization", "lag-threshold")
 
 
-def _engine(path: str):
-    """Another revision's simulator engine, loaded beside this one (the rest is this revision's)."""
-    if not Path(path).is_file():
-        raise SystemExit(f"--against {path}: no such file; give a worktree's autosizer/simulator/engine.py")
-    spec = importlib.util.spec_from_file_location("other_engine", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["other_engine"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def against(path: str, repeat: int, workload, job) -> None:
     """Each policy's week on the other engine and on this one, alternating (the order flips each
     round), and the ratio of the totals."""
-    other = _engine(path)
+    other = other_revision(path, "autosizer/simulator/engine.py")
     for module in (other, engine):
         module.simulate(workloads.constant(seconds=900), job, Fixed())  # compile both
     for name in POLICIES:
