@@ -17,8 +17,7 @@ from autosizer.controller.collector import Labels, Samples
 from autosizer.controller.queries import (
     hot_share_table,
     partition_of,
-    selector_misses,
-    too_few_scrapes,
+    scrape_problem,
 )
 from autosizer.elasticity import FACTORS, Layout, TopicPartition
 from autosizer.elasticity.batch_cost import duty_at
@@ -53,13 +52,11 @@ class Evaluator:
         index = {tp: i for i, tp in enumerate(partitions)}
         columns = {name: _partition_column(samples, name, index)
                    for name in ("lag_records", "lag_seconds", "input_rate", "processed_rate")}
-        scrapes = _single(samples.series.get("scrapes_in_window", ()))
-        scraped = _single(samples.series.get("age_seconds", ())) is not None  # else: not scraped at all, said below
-        if not problems and scraped and scrapes is not None and scrapes < 2:
-            problems.append(too_few_scrapes(scrapes, samples.window))
-        others = _single(samples.series.get("pipelines_any", ()))
-        if not problems and not scraped and samples.selector and others:
-            problems.append(selector_misses(samples.selector, others))
+        age = _single(samples.series.get("age_seconds", ()))  # None: nothing scraped under the selector
+        if not problems and (problem := scrape_problem(
+                _single(samples.series.get("scrapes_in_window", ())), _single(samples.series.get("pipelines_any", ())),
+                age is not None, samples.window, samples.selector)):
+            problems.append(problem)
         if not problems:
             problems += _missing(columns, partitions, layout, samples)
         processed = columns["processed_rate"]
@@ -73,7 +70,6 @@ class Evaluator:
             with np.errstate(divide="ignore", invalid="ignore"):
                 seconds[unknown] = np.where(lag > 0, np.where(pace > 0, lag / pace, np.nan), 0.0)
             notes.append(f"lag_seconds estimated from lag and rate for {int(unknown.sum())} partition(s)")
-        age = _single(samples.series.get("age_seconds", ()))
         if age is None and not problems:
             problems.append("no scrape time of the pipeline's metrics: is Prometheus scraping it?")
         tasks = self._tasks(samples, layout, index)

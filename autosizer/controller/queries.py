@@ -79,7 +79,20 @@ DEFAULT_QUERIES: dict[str, str] = {
 }
 
 
-def too_few_scrapes(scrapes: float, window: str, field: str = "[prometheus] window") -> str:
+def scrape_problem(scrapes: float | None, others: float | None, scraped: bool, window: str, selector: str,
+                   fields: tuple[str, str] = ("[prometheus] window", "[prometheus] selector")) -> str | None:
+    """Why the pipeline's series cannot be read under this window and selector, or None: the
+    window held fewer than two of its scrapes (`scrapes_in_window`), or nothing of it was scraped
+    under the selector (`scraped` false) while Prometheus scrapes pipelines (`pipelines_any`).
+    The daemon judges a tick, `autosizer fit` a run; `fields` name the settings to change."""
+    if scraped and scrapes is not None and scrapes < 2:
+        return _too_few_scrapes(scrapes, window, fields[0])
+    if not scraped and selector and others:
+        return _selector_misses(selector, others, fields[1])
+    return None
+
+
+def _too_few_scrapes(scrapes: float, window: str, field: str) -> str:
     """Why no rate can be read: Prometheus scraped the pipeline fewer than twice within the
     window (its default scrape interval is a minute, the daemon's window 30 s). The daemon held
     on "no virtual task busy enough to measure capacity" and `autosizer fit` asked whether
@@ -90,7 +103,7 @@ def too_few_scrapes(scrapes: float, window: str, field: str = "[prometheus] wind
             "goals were measured); a pipeline started within the window has one too")
 
 
-def selector_misses(selector: str, others: float, field: str = "[prometheus] selector") -> str:
+def _selector_misses(selector: str, others: float, field: str) -> str:
     """Prometheus scrapes pipelines, none of them under the selector: a misspelt label matcher
     was answered with "is Prometheus scraping the pipeline's /metrics?", which it was."""
     return (f"{field} {selector!r} matches no pipeline series, and Prometheus scrapes {others:.0f} "

@@ -21,13 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from autosizer.controller.queries import (
-    DEFAULT_QUERIES,
-    hot_share_table,
-    partition_of,
-    selector_misses,
-    too_few_scrapes,
-)
+from autosizer.controller import queries
+from autosizer.controller.queries import DEFAULT_QUERIES, hot_share_table, partition_of
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
 
@@ -125,12 +120,9 @@ def scrape_problem(series: Mapping[str, Series], window: str, selector: str) -> 
         values = [v for _, points in series.get(name, ()) for _, v in points if math.isfinite(v)]
         return max(values) if values else None
 
-    scrapes, others = most("scrapes_in_window"), most("pipelines_any")
-    if scrapes == 0 and others and selector:
-        return selector_misses(selector, others, "--selector")
-    if scrapes is not None and 0 < scrapes < 2:
-        return too_few_scrapes(scrapes, window, "--window")
-    return None
+    scrapes = most("scrapes_in_window")
+    return queries.scrape_problem(scrapes, most("pipelines_any"), bool(scrapes), window, selector,
+                                  ("--window", "--selector"))
 
 
 def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobModel:
