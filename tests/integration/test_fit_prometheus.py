@@ -65,6 +65,9 @@ def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_
         start = time.time()  # partition 3's shares are still unmeasured here
         wait_until(lambda: time.time() >= job.late_from + 8, 60, "its shares measured and scraped")
         end = time.time()
+        # Every scrape up to `end` ingested before either read: the test's fetch read 14 batches
+        # and the command's, a moment later, 15 (a scrape at `end` landed in between).
+        wait_until(lambda: time.time() >= end + 2, 10, "the scrapes up to the end ingested")
         series = fetch(prometheus.url, start, end, window="3s")
         fitted = fitted_run(series, start, end)
         assert main(["fit", "--prometheus", prometheus.url, "--start", str(start), "--end", str(end),
