@@ -181,9 +181,14 @@ class AutosizerPolicy:
         self.day_lead = positive("day_lead_s", day_lead_s)
         self.day_ahead = positive("day_ahead_s", day_ahead_s)
         # the day plan (`day_plan`): how far ahead it looks, and what a rescale costs in it (as
-        # long as this at the highest factor it needs)
+        # long as this at the highest factor it needs). It sizes the days' peaks at the target, as
+        # a scale-up does: sized at the scale-down's margin below, a day whose peak took 70-80%
+        # of a factor ran all day at twice it (`nyc-flights` at 32 where 16 kept up, session 65).
         self.plan_horizon = positive("plan_horizon_s", plan_horizon_s)
         self.rescale_cost = positive("rescale_cost_s", rescale_cost_s)
+        # the share of a factor's capacity a scale-down to it leaves the peaks it remembers and
+        # the ones the days had ahead: a peak that returns comes with its ramp and its backlog,
+        # and one just past the target would undo the step (a reversal)
         self.plan_utilization = fraction("plan_utilization", plan_utilization)
 
     def decide(self, observation: Observation, state: Any = None) -> tuple[Decision, Any]:
@@ -271,6 +276,16 @@ class AutosizerPolicy:
                                        f"perhaps not in full yet; sized on the next tick, which sees it "
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
+        if (wish > current and not backlogged and not first_days and obs.time - lowered < self.day_ahead
+                and arriving <= self.up * capacity):
+            # A trend within the hour of a scale-down, with the input itself inside the band: a
+            # burst's slope, not yet the day. Followed, it undid the step (`nyc-flights`'
+            # Saturdays: 16 -> 8, then a bank of 8,571/s, 83% of 8, projected to 9,407/s: 8 -> 16
+            # seven minutes later). The input past the band, or a backlog, is still followed.
+            return answer(current, f"hold: forecast {forecast:.0f}/s would need {wish}, but the job scaled "
+                                   f"down {(obs.time - lowered) / 60:.0f} min ago and the input, {arriving:.0f}/s, "
+                                   f"is within the {self.up:.0%} band of {capacity:.0f}/s (nobody is "
+                                   f"{self.backlog_s:.0f}s behind)", details)
         if wish <= current < early and (why := self._ahead_waits(
                 obs, lowered, last.missed is not None and last.missed == self._today(obs))):
             # The plan would step up ahead of an input that fits the current factor, on a day
@@ -446,7 +461,8 @@ class AutosizerPolicy:
     def _plan(self, obs: Observation, task_rate: float, plan: tuple[tuple[int, int], np.ndarray, np.ndarray] | None
               ) -> tuple[tuple[int, int], np.ndarray, np.ndarray] | None:
         """The day plan from the current slot and factor (made once per slot and factor: the
-        history changes by the slot), or None when the history cannot say."""
+        history changes by the slot), or None when the history cannot say. Sized at the target:
+        the margin is the scale-down's (`plan_utilization`), where a miss is a reversal."""
         history = obs.history
         if history is None:
             return None
@@ -456,7 +472,7 @@ class AutosizerPolicy:
         expected = history.profile(obs.time, self.plan_horizon)
         if expected is None:
             return None
-        capacities = obs.capacities(task_rate) * self.plan_utilization
+        capacities = obs.capacities(task_rate) * self.target
         return key, day_plan(expected, capacities, obs.factor, history.slot_s, self.rescale_cost), expected
 
     @staticmethod

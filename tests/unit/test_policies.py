@@ -462,7 +462,7 @@ def office_days(level=8_000.0, days=3):
 
 def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_hour():
     """Three office days on record (500/s at night, 8,000/s from 08:00 to 18:00) on 4
-    partitions at 400/s per task: the plan runs 8 for the day (8,000/s fits 70% of its
+    partitions at 400/s per task: the plan runs 8 for the day (8,000/s fits 80% of its
     12,800/s, not of 4's 6,400/s), and from factor 1 that is one rescale half an hour ahead, not
     1 -> 4 -> 8.
     When the day then does not come (a holiday), the factor is kept for `day_ahead_s` before a
@@ -483,6 +483,51 @@ def test_autosizer_follows_the_day_plan_in_one_jump_and_gives_a_missing_day_its_
     t, old, new, reason = decisions[0]
     assert (old, new) == (1, 8) and t < 3 * DAY_S + 8 * 3600 and "the day plan runs 8" in reason
     assert all(t2 - t >= policy.day_ahead for t2, _, _, _ in decisions[1:])
+
+
+def test_the_day_plan_sizes_the_days_peak_at_the_target_and_a_scale_down_keeps_its_margin():
+    """Office days of 4,800/s: 75% of factor 4's 6,400/s. The plan sizes the day as a scale-up
+    would, at the 80% target, so the morning is 1 -> 4 and the day runs 4; sized at
+    `plan_utilization` (70%) it ran 8 all day (`nyc-flights`, `workday`: a fifth to a third more
+    task-hours, session 65). The margin stays where a miss is a reversal: a job at 8 before the
+    day's peak does not step down to 4, which would run the peak ahead past 70%."""
+    from autosizer.policies.history import DAY_S
+
+    history, policy = office_days(4_800.0), load_policy("autosizer")
+    morning = 3 * DAY_S + 7 * 3600 + 30 * 60
+    decision, _ = policy.decide(observe(factor=1, input_rate=500, task_rate=400, time=morning, history=history), None)
+    assert decision.factor == 4 and decision.reason.startswith("the day plan runs 4"), decision.reason
+    margin = load_policy("autosizer", {"plan_utilization": 0.8})
+    for each in (policy, margin):
+        held, _ = each.decide(observe(factor=8, input_rate=500, task_rate=400, time=morning, history=history), None)
+        assert held.factor == (8 if each is policy else 4), held.reason
+    assert "recent days expect 4800/s within 60 min" in policy.decide(
+        observe(factor=8, input_rate=500, task_rate=400, time=morning, history=history), None)[0].reason
+
+
+def test_within_the_hour_of_a_scale_down_a_trend_waits_for_the_input_to_pass_the_band():
+    """8 -> 16 for a bank's slope seven minutes after 16 -> 8 was a reversal (`nyc-flights`'
+    Saturdays, one daemon through 2013). After a scale-down the forecast alone does not scale up
+    while the input runs within the 90% band of the factor's 12,800/s; the input past the band
+    does, on its tick. With no scale-down before, the same slope scales up ahead of the band."""
+    def climb(scaled_down: bool) -> list[tuple[float, float, int, str]]:
+        policy, state = load_policy("autosizer"), None
+        if scaled_down:
+            _, state = policy.decide(observe(factor=16, input_rate=6_000, time=0), None)
+        steps = []
+        for k, rate in enumerate(range(6_000, 13_000, 500)):
+            decision, state = policy.decide(observe(factor=8, input_rate=rate, time=15 * (k + 1)), state)
+            steps.append((15 * (k + 1), rate, decision.factor, decision.reason))
+            if decision.factor != 8:
+                break
+        return steps
+
+    waited = climb(scaled_down=True)
+    *held, (_, rate, factor, reason) = waited
+    assert factor == 16 and rate > 0.9 * 12_800, (rate, reason)
+    assert any("the job scaled down" in r and "is within the 90% band of 12800/s" in r for *_, r in held), held
+    ahead = climb(scaled_down=False)
+    assert ahead[-1][2] == 16 and ahead[-1][1] <= 0.9 * 12_800, ahead[-1]
 
 
 def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
