@@ -276,16 +276,9 @@ class AutosizerPolicy:
                                        f"perhaps not in full yet; sized on the next tick, which sees it "
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
-        if (wish > current and not backlogged and not first_days and obs.time - lowered < self.day_ahead
-                and arriving <= self.up * capacity):
-            # A trend within the hour of a scale-down, with the input itself inside the band: a
-            # burst's slope, not yet the day. Followed, it undid the step (`nyc-flights`'
-            # Saturdays: 16 -> 8, then a bank of 8,571/s, 83% of 8, projected to 9,407/s: 8 -> 16
-            # seven minutes later). The input past the band, or a backlog, is still followed.
-            return answer(current, f"hold: forecast {forecast:.0f}/s would need {wish}, but the job scaled "
-                                   f"down {(obs.time - lowered) / 60:.0f} min ago and the input, {arriving:.0f}/s, "
-                                   f"is within the {self.up:.0%} band of {capacity:.0f}/s (nobody is "
-                                   f"{self.backlog_s:.0f}s behind)", details)
+        if wish > current and not backlogged and not first_days and (
+                why := self._trend_waits(obs, lowered, arriving, capacity)):
+            return answer(current, f"hold: forecast {forecast:.0f}/s would need {wish}, but {why}", details)
         if wish <= current < early and (why := self._ahead_waits(
                 obs, lowered, last.missed is not None and last.missed == self._today(obs))):
             # The plan would step up ahead of an input that fits the current factor, on a day
@@ -388,6 +381,17 @@ class AutosizerPolicy:
             return (f"today did not need a step up ahead of the input already: it waits for the input, "
                     f"which fits {obs.factor}")
         return ""
+
+    def _trend_waits(self, obs: Observation, lowered: float, arriving: float, capacity: float) -> str:
+        """Why a scale-up the forecast alone asks for waits (the rest of a hold's reason), or ""
+        when it need not: within `day_ahead_s` of a scale-down, with the input itself inside the
+        band, the slope is a burst's, not yet the day's. Followed, it undid the step
+        (`nyc-flights`' Saturdays: 16 -> 8, then a bank of 8,571/s, 83% of 8, projected to
+        9,407/s: 8 -> 16 seven minutes later). The input past the band is followed on its tick."""
+        if obs.time - lowered >= self.day_ahead or arriving > self.up * capacity:
+            return ""
+        return (f"the job scaled down {(obs.time - lowered) / 60:.0f} min ago and the input, {arriving:.0f}/s, "
+                f"is within the {self.up:.0%} band of {capacity:.0f}/s (nobody is {self.backlog_s:.0f}s behind)")
 
     def _step_unneeded(self, obs: Observation, planned_up: float, planned_peak: float,
                        task_rate: float | None) -> bool:
