@@ -7,7 +7,8 @@ windows; this runs it, default settings and guards as the suite does, on every w
 same length the data holds (`traces.held_out_windows`, each scaled so its busiest interval is
 20,000/s), and counts the windows that keep each per-trace goal of issue 12 for real traffic:
 no violation-second, at most four rescales a day and no reversal within an hour, a scale-up
-within a minute of a sustained overload; and what they cost, the task-hours of all windows. Each window starts with no history, as the suite's do.
+within a minute of a sustained overload; and what they cost, the task-hours of all windows.
+Each window starts with no history, as the suite's do.
 With `--compare` it also runs `utilization` and `lag-threshold` on each window and counts the
 two comparative goals (half `lag-threshold`'s violation-seconds at no more task-hours; 30% fewer
 rescales than `utilization` with no more violation-seconds). Windows that miss are listed.
