@@ -356,9 +356,10 @@ class PipelineMetrics(Collector):
                                       "User function time, and the records it ran on", labels=["task"])
         totals, seconds = [0] * (len(PROCESS_TIME_BUCKETS) + 1), 0.0
         for task, counts in sorted(self.histograms.items()):
-            summary.add_metric([task], sum(counts), self.process_ns[task] / 1e9)
+            spent = self.process_ns[task] / 1e9
+            summary.add_metric([task], sum(counts), spent)
             totals = [a + b for a, b in zip(totals, counts, strict=True)]
-            seconds += self.process_ns[task] / 1e9
+            seconds += spent
         yield summary
         cumulative, buckets = 0, []
         for edge, count in zip((*PROCESS_TIME_BUCKETS, float("inf")), totals, strict=True):
