@@ -277,7 +277,7 @@ class AutosizerPolicy:
                                        f"whole (nobody is {self.backlog_s:.0f}s behind)",
                               {**details, "waited": True}, waited=True)
         if wish > current and not backlogged and not first_days and (
-                why := self._trend_waits(obs, lowered, arriving, capacity)):
+                why := self._trend_waits(obs, lowered, arriving, capacity, early)):
             return answer(current, f"hold: forecast {forecast:.0f}/s would need {wish}, but {why}", details)
         if wish <= current < early and (why := self._ahead_waits(
                 obs, lowered, last.missed is not None and last.missed == self._today(obs))):
@@ -382,16 +382,27 @@ class AutosizerPolicy:
                     f"which fits {obs.factor}")
         return ""
 
-    def _trend_waits(self, obs: Observation, lowered: float, arriving: float, capacity: float) -> str:
+    def _trend_waits(self, obs: Observation, lowered: float, arriving: float, capacity: float,
+                     early: int) -> str:
         """Why a scale-up the forecast alone asks for waits (the rest of a hold's reason), or ""
-        when it need not: within `day_ahead_s` of a scale-down, with the input itself inside the
-        band, the slope is a burst's, not yet the day's. Followed, it undid the step
-        (`nyc-flights`' Saturdays: 16 -> 8, then a bank of 8,571/s, 83% of 8, projected to
-        9,407/s: 8 -> 16 seven minutes later). The input past the band is followed on its tick."""
-        if obs.time - lowered >= self.day_ahead or arriving > self.up * capacity:
+        when it need not. With the input itself inside the band, the slope is a burst's, not
+        more work, within `day_ahead_s` of a scale-down (followed, it undid the step:
+        `nyc-flights`' Saturdays, 16 -> 8, then a bank of 8,571/s, 83% of 8, projected to
+        9,407/s: 8 -> 16 seven minutes later), or when the days on record peaked within the band
+        over the hour ahead and the day plan asks for no more (`nyc-flights`' June evenings: a
+        bank of 18,571/s, 90% of 16, projected to 19,261/s: 16 -> 32, and 32 -> 16 70 minutes
+        later). The input past the band is followed on its tick."""
+        if arriving > self.up * capacity:
             return ""
-        return (f"the job scaled down {(obs.time - lowered) / 60:.0f} min ago and the input, {arriving:.0f}/s, "
-                f"is within the {self.up:.0%} band of {capacity:.0f}/s (nobody is {self.backlog_s:.0f}s behind)")
+        band = (f"the input, {arriving:.0f}/s, is within the {self.up:.0%} band of {capacity:.0f}/s "
+                f"(nobody is {self.backlog_s:.0f}s behind)")
+        if obs.time - lowered < self.day_ahead:
+            return f"the job scaled down {(obs.time - lowered) / 60:.0f} min ago and {band}"
+        history = obs.history
+        coming = history.expected_peak(obs.time, self.day_ahead, highest=True) if history is not None else None
+        if coming is not None and coming <= self.up * capacity and early <= obs.factor:
+            return f"recent days peaked at {coming:.0f}/s within {self.day_ahead / 60:.0f} min and {band}"
+        return ""
 
     def _step_unneeded(self, obs: Observation, planned_up: float, planned_peak: float,
                        task_rate: float | None) -> bool:
@@ -466,7 +477,10 @@ class AutosizerPolicy:
               ) -> tuple[tuple[int, int], np.ndarray, np.ndarray] | None:
         """The day plan from the current slot and factor (made once per slot and factor: the
         history changes by the slot), or None when the history cannot say. Sized at the target:
-        the margin is the scale-down's (`plan_utilization`), where a miss is a reversal."""
+        the margin is the scale-down's (`plan_utilization`), where a miss is a reversal. The
+        factor the job runs covers a slot up to the band, as a tick keeps it: a peak on the
+        target's edge measures either side of it at different factors (`nyc-flights`' June
+        mornings: the plan made at 1 ran 16, the one made at 16 then ran 32)."""
         history = obs.history
         if history is None:
             return None
@@ -476,7 +490,10 @@ class AutosizerPolicy:
         expected = history.profile(obs.time, self.plan_horizon)
         if expected is None:
             return None
-        capacities = obs.capacities(task_rate) * self.target
+        measured = obs.capacities(task_rate)
+        capacities = measured * self.target
+        if obs.factor in FACTORS:  # kept to the band a tick keeps it to
+            capacities[FACTORS.index(obs.factor)] = measured[FACTORS.index(obs.factor)] * self.up
         return key, day_plan(expected, capacities, obs.factor, history.slot_s, self.rescale_cost), expected
 
     @staticmethod

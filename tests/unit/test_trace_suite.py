@@ -346,15 +346,16 @@ def test_held_out_weeks_of_flights_scale_down_to_the_day_plan_not_below_it(begin
 def test_flights_keep_their_hours_across_the_clocks_going_back_in_the_jobs_time_zone():
     """`nyc-flights` over 3 November 2013, when New York's clocks went back an hour: the same
     schedule came an hour later in UTC. Its days kept in UTC put the plan's ramp an hour early
-    and called each morning a broken day for the week after (73 rescales in the fortnight, 7
-    reversals within the hour); kept in the airports' time zone (the trace's `timezone`) the
-    days line up and the fortnight keeps the goals for real traffic."""
+    and called each morning a broken day for the week after (7 reversals within the hour; 73
+    rescales in the fortnight, 56 since the known ramps wait for the input, session 66, where
+    the local days take 44); kept in the airports' time zone (the trace's `timezone`) the days
+    line up and the fortnight keeps the goals for real traffic."""
     trace = load_trace("nyc-flights", window={"begin": "2013-10-28", "seconds": 14 * DAY})
     assert trace.job.timezone == "America/New_York"
     local = score(simulate(trace.workload, trace.job, load_policy("autosizer")))
     utc = score(simulate(trace.workload, dataclasses.replace(trace.job, timezone="UTC"), load_policy("autosizer")))
     assert local.violation_s == 0 and local.reversals_1h == 0 and local.rescales <= 4 * 14, local
-    assert utc.reversals_1h > 0 and utc.rescales > 4 * 14, utc
+    assert utc.reversals_1h > 0 and utc.rescales > local.rescales, utc
 
 
 @pytest.mark.parametrize("begin", ["2013-06-03", "2013-11-18"])
