@@ -493,7 +493,8 @@ class AutosizerPolicy:
         measured = obs.capacities(task_rate)
         capacities = measured * self.target
         if obs.factor in FACTORS:  # kept to the band a tick keeps it to
-            capacities[FACTORS.index(obs.factor)] = measured[FACTORS.index(obs.factor)] * self.up
+            at = FACTORS.index(obs.factor)
+            capacities[at] = measured[at] * self.up
         return key, day_plan(expected, capacities, obs.factor, history.slot_s, self.rescale_cost), expected
 
     @staticmethod

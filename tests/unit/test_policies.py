@@ -539,7 +539,7 @@ def test_the_days_known_ramp_waits_for_the_input_to_pass_the_band():
     (the evening banks projected 19,100/s and went 16 -> 32 -> 16, where 18,571/s came, 90% of
     16): the input past the band does, on its tick. With no days on record the same slope
     scales up ahead of the band."""
-    from autosizer.policies.history import DAY_S
+    from autosizer.policies.history import DAY_S, InputHistory
 
     history, policy = office_days(10_500.0), load_policy("autosizer")
     morning = 3 * DAY_S + 7 * 3600 + 30 * 60
@@ -564,8 +564,6 @@ def test_the_days_known_ramp_waits_for_the_input_to_pass_the_band():
     *held, (rate, factor, reason) = climb(office_days(10_500.0))
     assert factor == 16 and rate > 0.9 * 12_800, (rate, reason)
     assert any("recent days peaked at 10500/s within 60 min and the input" in r for *_, r in held), held
-    from autosizer.policies.history import InputHistory
-
     *_, (rate, factor, reason) = climb(InputHistory())
     assert factor == 16 and rate <= 0.9 * 12_800, (rate, reason)
 
