@@ -142,7 +142,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
            phase: tuple[float, float] | None = None, history: dict | None = None,
            backlogs: bool = False, one_moment_gauge: bool = True,
            input_over_scrapes: bool = False, decisions: list[dict] | None = None,
-           step: tuple[float, float] = (demo.STEP_AT, demo.STEP_S)) -> None:
+           step: tuple[float, float] = (demo.STEP_AT, demo.STEP_S), cost_scale: float = 1.0) -> None:
     """`phase`: where the high phase begins and how long it lasts (a trace's pressed day; the
     demo's step by default), and with a trace the decisions' figures too. `history`: the days
     the run's daemon found in Redis (`--history`), by UTC day number; the replay starts from them
@@ -152,7 +152,10 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     `input_over_scrapes`: True for a run whose daemon read the input with `rate()` (saved
     before session 51). `decisions`: the real daemon's journaled ticks, whose input (and with
     `backlogs` backlog) is printed beside the replay's. `step`: the demo's high phase (the
-    Kinesis demo's is its own), where `phase` is not given."""
+    Kinesis demo's is its own), where `phase` is not given. `cost_scale`: a what-if, not a fit:
+    the fitted per-record cost times this, the factor held at most at the real run's highest,
+    so the replay's lag answers how sensitive the model is where the path stays the real one
+    (run k8: 3% more cost put 11% on a batch at 87% busy, session 66)."""
     config = load_config(config_path)
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
@@ -160,6 +163,11 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)),
         lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series),
         input_over_scrapes=input_over_scrapes)
+    guards = config.guards
+    if cost_scale != 1.0:
+        job = dataclasses.replace(job, process_seconds=job.process_seconds * cost_scale)
+        guards = dataclasses.replace(guards, max_factor=int(np.nanmax(fitted.factor)))
+        print(f"\nwhat-if: the per-record cost times {cost_scale:g}, the factor at most {guards.max_factor}")
     print(f"\nfitted: {job.partitions_words()}, {job.process_seconds * 1000:.2f} ms per record, "
           f"batch {job.batch_seconds:g} s + a fixed cost of {job.cost_words()}"
           f"{f', records cut {job.read_boundary_s:.2f} s after the trigger' if job.read_boundary_s else ''}, restarts "
@@ -173,7 +181,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
         int(d): np.array(row, dtype=float) for d, row in history.items()})
     origin = start if days else 0.0
     reading = _Reading(policy, origin)
-    run = simulate(fitted.load, job, reading, config.guards, tick_s=max(1, int(config.daemon.interval_s)),
+    run = simulate(fitted.load, job, reading, guards, tick_s=max(1, int(config.daemon.interval_s)),
                    window_s=int(config.prometheus.window_s), origin=origin, history=days)
     if decisions:  # runs saved since session 18
         _print_tick_inputs(decisions, start, reading.input, int(config.prometheus.window_s))
@@ -365,9 +373,13 @@ def main() -> None:
     parser.add_argument("--replay", type=Path, help="no real run: compare against series saved by --save")
     parser.add_argument("--ticks", action="store_true",
                         help="with --replay: print the backlog each tick read, real and simulated")
+    parser.add_argument("--cost-scale", type=float, default=1.0,
+                        help="with --replay, a what-if: the fitted per-record cost times this, the factor "
+                             "held at most at the real run's highest (how sensitive the model's lag is)")
     parser.add_argument("--png", type=Path, help="also write the real run's timeline here, as `make demo` does")
     parser.add_argument("--high", type=float, help="the step's rate in orders/s (default the demo's 1,200); "
-                        "255 is about 83%% of factor 1's measured capacity, inside the scale-up band")
+                        "320 was 86-88%% of factor 1's measured capacity in session 66 (run k8), inside "
+                        "the scale-up band")
     parser.add_argument("--keys", type=int, default=demo.KEYS,
                         help=f"customers, the orders' keys (default the demo's {demo.KEYS}); with few, "
                              "the busiest key lane caps what a larger factor adds")
@@ -422,6 +434,10 @@ def main() -> None:
         parser.error(str(err))
     if args.ticks and not args.replay:
         parser.error("--ticks reads a saved run's decisions: add --replay run.json")
+    if not (args.cost_scale > 0 and math.isfinite(args.cost_scale)):
+        parser.error(f"--cost-scale must be a factor > 0, not {args.cost_scale}")
+    if args.cost_scale != 1.0 and not args.replay:
+        parser.error("--cost-scale changes a replay's model: add --replay run.json")
     if args.replay:
         saved = json.loads(args.replay.read_text())
         config = args.replay.with_suffix(".toml")
@@ -429,7 +445,7 @@ def main() -> None:
         replay(saved["series"], saved["start"], saved["end"], config, saved.get("rescales"), saved.get("phase"),
                saved.get("history"), args.ticks, saved.get("lag_gauge") == ONE_MOMENT,
                saved.get("input_rate") != READ_TIMES, saved.get("decisions"),
-               tuple(saved.get("step") or (demo.STEP_AT, demo.STEP_S)))
+               tuple(saved.get("step") or (demo.STEP_AT, demo.STEP_S)), args.cost_scale)
         return
     if args.reshard and args.source != "kinesis":
         parser.error("--reshard splits and merges the Kinesis demo's shards: add --source kinesis")
