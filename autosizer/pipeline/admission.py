@@ -176,10 +176,11 @@ class Admission:
                 self.factor = factor
 
     def observe_gap(self, seconds: float) -> None:
-        """A saturated batch after a saturated one was triggered `seconds` after that one's commit:
-        the part of the fixed cost that follows a commit (the batch function's rest, Spark's
-        offset log, the trigger). The rest comes before the commit and grows with what a batch
-        reads, so a batch far from full starts its successor sooner than the fixed cost says:
+        """A batch was triggered `seconds` after the last one's commit, which ran past its
+        trigger's interval (`gap_after_commit`): the part of the fixed cost that follows a commit
+        (the batch function's rest, Spark's offset log, the trigger). The rest comes before the
+        commit and grows with what a batch reads, so a batch far from full starts its successor
+        sooner than the fixed cost says:
         run u5's batches at 56% busy started on their 1 s trigger where a replay charging every
         batch the saturated 0.67 s ran them back to back."""
         if seconds >= 0:
@@ -313,6 +314,22 @@ def read_fill(progress: Iterable[TaskProgress], spans: Mapping[TopicPartition, i
     fills = [min(1.0, p.read / spans[(p.topic, p.partition)]) for p in progress
              if spans.get((p.topic, p.partition), 0) > 0]
     return max(fills) if fills else None
+
+
+def gap_after_commit(last_trigger: float | None, last_commit: float | None, trigger: float,
+                     interval_s: float) -> float | None:
+    """The part of a batch's fixed cost after its commit (Spark's offset log, its progress, the
+    next trigger), as this batch's `trigger` shows it, or None where it does not. Spark fires a
+    batch on the first tick of its `interval_s` after the last trigger, or at once when the last
+    batch ran past that tick; only then is this trigger's distance from the last commit the gap
+    and no wait. Until session 67 the gap was taken only between two saturated batches, so a
+    job that kept up with batches straddling a 1 s trigger (run k8, 87% busy) had none measured,
+    and its replay started each batch at the last one's commit: 0.99 s batches where the real
+    ones ran 1.07 s apart. A gap of a whole interval or more waited for data at a due tick."""
+    if last_trigger is None or last_commit is None or last_commit - last_trigger < interval_s:
+        return None
+    gap = trigger - last_commit
+    return gap if 0 <= gap < interval_s else None
 
 
 def job_capacity(admission: Admission, layout: Layout, cores: int | None = None) -> float:

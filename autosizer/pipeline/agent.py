@@ -47,7 +47,7 @@ from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreErro
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import waiting_under as waiting_partitions
 from autosizer.pipeline import kinesis_source
-from autosizer.pipeline.admission import Admission, AdmissionConfig, read_fill
+from autosizer.pipeline.admission import Admission, AdmissionConfig, gap_after_commit, read_fill
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.kafka_source import EPOCH, offset_key, read_slot, register, write_plan
@@ -261,6 +261,7 @@ class PipelineAgent:
         self.admission = Admission(AdmissionConfig(batch_seconds=config.batch_seconds,
                                                    run_ahead=config.run_ahead))
         self._last_commit: float | None = None
+        self._last_trigger: float | None = None  # the last committed batch's trigger (`gap_after_commit`)
         self._cycles_warm = False  # a query's third batch on: its cycles measure the fixed cost
         self._spans: dict[tuple[str, int], int] = {}  # the read plan's spans the next batch reads
         # the last batch left records it read: only then is the next one's cycle from its commit
@@ -560,7 +561,7 @@ class PipelineAgent:
         with self._lock:
             self.draining = False
         self.admission.forget(layout)
-        self._last_commit = None  # the first batch of a (re)started query pays the start,
+        self._last_commit = self._last_trigger = None  # the first batch of a (re)started query pays the start,
         self._cycles_warm = False  # and the second still warms up
         self._saturated_before = False
         self._starts += 1
@@ -799,6 +800,7 @@ class PipelineAgent:
         rows = df.mapInArrow(slot, PROGRESS_TYPE).collect()
         if not rows:
             self._saturated_before = False  # the next batch's cycle from the last commit holds this one
+            self._last_trigger = None  # and its trigger, this one's time
             return
         touched: set[str] = set()
         progress: list[TaskProgress] = []
@@ -841,9 +843,12 @@ class PipelineAgent:
         planning = self._planning_s()
         if self._cycles_warm and self._saturated_before and saturated:
             self.admission.observe_cycle(committed_at - self._last_commit, slowest, reader.read_records, layout.factor)
-            # this batch's trigger came as soon as the last one was done: what Spark took from that
-            # commit to it (the batch function's rest, its offset log, the trigger)
-            self.admission.observe_gap(began - planning - self._last_commit)
+        # where the last batch ran past its trigger's interval, this one's trigger came as soon as
+        # it was done, saturated or not: what Spark took from that commit to it
+        gap = gap_after_commit(self._last_trigger, self._last_commit, began - planning,
+                               self.config.trigger_seconds)
+        if self._cycles_warm and gap is not None:
+            self.admission.observe_gap(gap)
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
             self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
@@ -861,6 +866,7 @@ class PipelineAgent:
         # that figure for the daemon (run 124: 0.59 s until its first rescale, and one rescale
         # more than its replay on the ramp). Its cycle is not taken for the job's fixed cost.
         self._cycles_warm, self._last_commit = self._last_commit is not None, committed_at
+        self._last_trigger = began - planning
         self._saturated_before = saturated
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,

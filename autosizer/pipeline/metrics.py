@@ -63,8 +63,9 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_commit_latency_seconds                a batch's trigger to its commit, beyond
                                                            its slowest slot's work
   autosizer_pipeline_batch_gap_seconds                     of the fixed cost, what follows a commit
-                                                           before the next trigger (batches back to
-                                                           back): the rest grows with the records read
+                                                           before the next trigger (after a batch that
+                                                           ran past its trigger's interval, saturated
+                                                           or not): the rest grows with the records read
   autosizer_pipeline_read_boundary_seconds                 Kinesis only: a batch's trigger to the cut
                                                            of its records (a slot takes what its
                                                            shards hold when it reads; Kafka's trigger

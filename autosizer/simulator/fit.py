@@ -159,7 +159,8 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     latency = _median(series.get("commit_latency", ())) if latency is None else latency
     if latency is not None:
         settings["commit_latency_s"] = latency
-        settings.setdefault("batch_overhead_s", latency)  # no cost measured: see `_overhead`
+        # no cost measured (`_overhead`): a batch pays its commit latency, and the gap after it
+        settings.setdefault("batch_overhead_s", latency + (_median(series.get("batch_gap", ())) or 0.0))
     for name, setting in MEDIANS.items():
         value = _median(series.get(name, ()))
         if value is not None:
@@ -263,7 +264,8 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
 
     The pipeline measures it only from a saturated batch after a saturated one; a run that never
     fell two batches behind shows none, and the fit then takes the commit latency, which every
-    batch with records measures and which is most of it (run 143: 0.149 of 0.166 s), not the
+    batch with records measures and which is most of it (run 143: 0.149 of 0.166 s), and the gap
+    after a commit where a batch ran past its trigger's interval (`batch_gap_seconds`), not the
     model's default of 0.6 s, three to four times this job's: run 145 held factor 1 at 75%,
     and its replay's batches took 1.28 s against the real 0.79 s (lag integral 1.35x)."""
     samples = _points(series.get("overhead", ()))

@@ -12,6 +12,7 @@ from autosizer.pipeline.admission import (
     Admission,
     AdmissionConfig,
     ReadPlan,
+    gap_after_commit,
     job_capacity,
     read_fill,
 )
@@ -319,3 +320,16 @@ def test_a_batchs_fill_is_its_fullest_partitions_read_over_the_span_planned_for_
     assert read_fill([read(0, 450)], spans) == 1.0
     assert read_fill([read(2, 100)], spans) is None
     assert read_fill([], spans) is None
+
+
+def test_the_gap_after_a_commit_is_read_only_where_the_last_batch_ran_past_its_trigger():
+    """Spark fires the next batch on the first tick of its interval after the last trigger, or at
+    once where the last batch ran past it: only then is a trigger's distance from the last commit
+    the gap after a commit and no wait, saturated or not (run k8 kept up at 87% busy, its batches
+    straddling the 1 s trigger, and had no gap measured when only saturated pairs counted)."""
+    # the last batch, triggered at 10.0, committed at 11.04, past 11.0: this one fired at 11.07
+    assert gap_after_commit(10.0, 11.04, 11.07, 1.0) == pytest.approx(0.03)
+    assert gap_after_commit(10.0, 10.95, 11.0, 1.0) is None  # it waited for its tick
+    assert gap_after_commit(None, 11.04, 11.07, 1.0) is None  # a query's first batch, or one after none
+    assert gap_after_commit(10.0, 11.04, 12.5, 1.0) is None  # no data at the due tick: a wait
+    assert gap_after_commit(10.0, 11.04, 11.0, 1.0) is None  # a clock step back
