@@ -853,7 +853,7 @@ class PipelineAgent:
             self.admission.observe_read(reader.read_records, reader.read_seconds)
         if any(p.records for p in progress):
             latency = planning + committed_at - began - slowest
-            self.admission.observe_latency(latency)
+            self.admission.observe_latency(latency, warm=self._cycles_warm)
             fill = read_fill(progress, self._spans)
             if self._cycles_warm and fill is not None:
                 self.metrics.observe_commit(fill, latency)

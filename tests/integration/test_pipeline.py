@@ -454,7 +454,8 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     and its cycle held that wait: the step's first saturated batch in run 143 read 0.41 s, the
     later ones 0.16-0.21 s. Here a warm query waits 3 s for data, then meets a backlog: the first
     batch over it measures nothing, the ones after it, which ran back to back, measure the cost,
-    and of it the gap from a commit to the next trigger (`batch_gap_seconds`)."""
+    and of it the gap from a commit to the next trigger (`batch_gap_seconds`, which any batch
+    after one that ran past its trigger measures)."""
     store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
     seen: list[tuple[bool, float | None]] = []
     gaps: list[float | None] = []
@@ -479,7 +480,10 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert first >= 4 and not any(pending for pending, _ in seen[:first]), seen
     assert seen[first][1] is None, f"the batch after the wait took it for the fixed cost: {seen}"
     assert any(overhead is not None for _, overhead in seen[first + 1:]), seen
-    assert gaps[first] is None, f"the wait taken for the gap after a commit: {gaps}"
+    # the gap is measured wherever a batch ran past its trigger (a cold batch may have before the
+    # wait): the batch after the wait leaves it as it was, and none reads the 3 s wait
+    assert gaps[first] == gaps[first - 1], f"the wait taken for the gap after a commit: {gaps}"
+    assert all(gap < 1.0 for gap in gaps if gap is not None), gaps
     measured = [(gap, overhead) for gap, (_, overhead) in zip(gaps, seen, strict=True) if gap is not None]
     assert measured and all(0 <= gap <= overhead for gap, overhead in measured), measured
     assert "autosizer_pipeline_batch_gap_seconds" in {family.name for family in agent.metrics.collect()}
