@@ -421,7 +421,8 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
 
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
-             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s, gap_s):  # pragma: no cover
+             batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s, gap_s,
+             warm_s, warm_tau, warm_from):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity, of the input `boundary_s` after its start (a Kinesis slot
@@ -443,7 +444,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     each second's end the last committed batch's duration, trigger to commit (NaN before one);
     and where the next batch starts, from the block's end (`_Block.resume_s`).
     Each queue is held to its partition's `limits` (`_Limits`): an expansion's new partitions
-    join a batch planned once their parents passed the barrier (the pipeline's read plan)."""
+    join a batch planned once their parents passed the barrier (the pipeline's read plan). A
+    batch that starts s seconds after `warm_from` (the run's second 0) waits `warm_s` *
+    exp(-s / `warm_tau`) more for its commit (`JobModel.warmup`: a fresh pipeline warming up)."""
     partitions = arrivals.shape[0]
     ticks = seconds // tick
     x = x0.copy()
@@ -493,11 +496,12 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         if admitted <= 1e-9:
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
+        warm = warm_s * np.exp(-max(0.0, t0 + start - warm_from) / warm_tau) if warm_s > 0 else 0.0
         if gap_s < 0:  # every batch pays the whole fixed cost
-            commit = start + work + latency_s
-            finished = max(commit, start + work + overhead_s)
+            commit = start + work + latency_s + warm
+            finished = max(commit, start + work + overhead_s + warm)
         else:
-            commit = start + work + latency_s + (overhead_s - gap_s - latency_s) * fill
+            commit = start + work + latency_s + warm + (overhead_s - gap_s - latency_s) * fill
             finished = commit + gap_s
         while s < seconds and s + 1 <= commit:
             # a drain stops the batch in flight at each task's current record: what each queue has
@@ -719,7 +723,8 @@ class _Model:
              backlog_mean, duration, resume) = _batches(
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
-                job.run_ahead, limits, job.read_boundary_s, -1.0 if job.batch_gap_s is None else job.batch_gap_s)
+                job.run_ahead, limits, job.read_boundary_s, -1.0 if job.batch_gap_s is None else job.batch_gap_s,
+                job.commit_warmup_s, job.commit_warmup_tau_s, float(tick))  # the lead-in: one tick
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:
@@ -846,7 +851,7 @@ class _Model:
             # until the pipeline measures a batch's fixed cost the daemon reads the commit latency
             # (none before session 49): run 89's replay, shown the cost from the start, held 4
             # where the real job went to 8
-            duty=self.job.shown_duty(factor, self.overhead_measured),
+            duty=self.job.shown_duty(factor, self.overhead_measured, time),
             duties=self._duties(),
             cpu_ceiling=self.ceiling, history=self.history,
             cache={"shares": shares},  # filled: not again each tick

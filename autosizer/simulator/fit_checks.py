@@ -93,7 +93,8 @@ def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list
         return []
     seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
     fill = commits[:, 1]
-    model = np.array([job.commit_wait(int(factor[s]), f) for s, f in zip(seconds, fill, strict=True)])
+    model = np.array([job.commit_wait(int(factor[s]), f) + job.warmup(t)
+                      for s, f, t in zip(seconds, fill, commits[:, 0], strict=True)])
     slope, base = np.polyfit(fill, commits[:, 2], 1) if np.ptp(fill) > 0 else (0.0, commits[0, 2])
     lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
              f"{base:.2f} s empty, {base + slope:.2f} s full)",

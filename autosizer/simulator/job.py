@@ -127,6 +127,12 @@ class JobModel:
     # fixed cost less this for a full one (`run_ahead` batches of the capacity), so a batch far
     # from full commits and starts its successor sooner. None: every batch pays the whole cost.
     batch_gap_s: float | None = None
+    # A fresh pipeline's batches wait longer for their commit at first, its JVM and Python workers
+    # warming up (the demo's light batches: 0.19-0.30 s in their first 10 s, 0.14-0.17 s after a
+    # minute): this much more at the run's second 0, fading by e every `commit_warmup_tau_s`. The
+    # daemon's stand-in for a batch's cost reads it too. 0: a job that has run long.
+    commit_warmup_s: float = 0.0
+    commit_warmup_tau_s: float = 30.0
     trigger_s: float = 1.0
     run_ahead: float = 1.5
     # Measured instead of modelled (`autosizer fit` writes them): each partition's share of the
@@ -227,6 +233,8 @@ class JobModel:
                             f"from 0 to batch_overhead_s ({self.batch_overhead_s:g}), a part of the fixed cost"),
             "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
                                           or self.overhead_shown_at_start_s >= 0, "0 or more"),
+            "commit_warmup_s": (self.commit_warmup_s >= 0, "0 or more"),
+            "commit_warmup_tau_s": (self.commit_warmup_tau_s > 0, "above 0"),
             "trigger_s": (self.trigger_s > 0, "above 0"),
             "run_ahead": (self.run_ahead >= 1, "1 or more"),
         }
@@ -494,14 +502,25 @@ class JobModel:
             return latency
         return latency + (self.overhead(factor) - self.batch_gap_s - latency) * min(1.0, max(0.0, fill))
 
-    def shown_duty(self, factor: int, measured: bool) -> float:
-        """The duty the daemon reads: the job's own once the run has `measured` a batch's fixed
-        cost; before, the cost shown at the start, or where none was known the commit latency
-        (the part of the cost every batch measures), or none (1) without one."""
+    def warmup(self, second: float) -> float:
+        """How much longer than `commit_latency_s` a batch waits for its commit `second`s into
+        the run, the pipeline still warming up (`commit_warmup_s`)."""
+        if not self.commit_warmup_s:
+            return 0.0
+        return self.commit_warmup_s * math.exp(-max(0.0, second) / self.commit_warmup_tau_s)
+
+    def shown_duty(self, factor: int, measured: bool, second: float = 0.0) -> float:
+        """The duty the daemon reads `second`s into the run: the job's own once the run has
+        `measured` a batch's fixed cost; before, the cost shown at the start, or where none was
+        known the commit latency as the batches then wait (the part of the cost every batch
+        measures, `warmup` included: run k15's daemon read 0.33 s four seconds into a fresh
+        pipeline's run, and factor 1's capacity 341/s where it did 365/s warm), or none (1)
+        without one."""
         if measured or not self.batch_seconds:
             return self.duty(factor)
         if not self.overhead_known_at_start:
-            return batch_duty(self.batch_seconds, self.commit_latency_s)
+            latency = self.commit_latency_s
+            return batch_duty(self.batch_seconds, None if latency is None else latency + self.warmup(second))
         if self.overhead_shown_at_start_s is not None:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)

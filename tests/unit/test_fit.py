@@ -118,6 +118,25 @@ def test_the_commit_latency_is_the_mean_of_the_light_batches_where_the_run_expor
     assert fit_job(series).commit_latency_s == pytest.approx(0.15)
 
 
+def test_a_fresh_pipelines_warm_up_is_fitted_from_its_light_batches_over_the_run():
+    """A fresh pipeline's light batches wait 0.15 s + 0.1 s e^(-t / 20 s) (the demo's: 0.19-0.30 s
+    in the first 10 s, 0.14-0.17 s after a minute): the fit finds the steady latency, the extra
+    at the run's start and its time, where one mean left 0.02 s in every batch and none at the
+    start. A pipeline that had warmed up (flat latencies) fits none, and the mean stands."""
+    series = run_series()
+    t = np.arange(0.0, 180.0, 1.0)
+    latency = 0.15 + 0.1 * np.exp(-t / 20)
+    series["batch_fill"] = [({}, [(START + x, 0.1 + i * 1e-4) for i, x in enumerate(t)])]
+    series["batch_latency"] = [({}, [(START + x, v) for x, v in zip(t, latency, strict=True)])]
+    job = fit_job(series)
+    assert job.commit_latency_s == pytest.approx(0.15, abs=1e-6)
+    assert (job.commit_warmup_s, job.commit_warmup_tau_s) == pytest.approx((0.1, 20.0), abs=1e-6)
+    assert job.latency(1) + job.warmup(0.0) == pytest.approx(0.25) and job.warmup(180.0) < 1e-4
+    series["batch_latency"] = [({}, [(START + x, 0.17) for x in t])]
+    flat = fit_job(series)
+    assert flat.commit_warmup_s == 0.0 and flat.commit_latency_s == pytest.approx(0.17)
+
+
 def test_a_run_that_never_fell_a_batch_behind_takes_its_commit_latency_and_gap_for_the_fixed_cost():
     """The pipeline measures a batch's fixed cost only from batches that ran back to back; a run
     that kept up throughout shows none. Its commit latency, measured on every batch, is most of

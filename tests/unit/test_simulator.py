@@ -833,6 +833,34 @@ def test_a_batch_far_from_full_pays_the_part_of_its_fixed_cost_that_grows_with_i
         JobModel(batch_gap_s=0.7)  # more than the whole fixed cost
 
 
+def test_a_fresh_pipelines_batches_wait_longer_for_their_commit_and_the_daemon_reads_it():
+    """A fresh pipeline's batches wait longer for their commit while its JVM and Python workers
+    warm up (the demo's light batches: 0.19-0.30 s in their first 10 s, 0.14-0.17 s after a
+    minute; `commit_warmup_s`, fading by e every `commit_warmup_tau_s`). At 30/s into a 100/s
+    task a batch works 0.3 s and commits its 0.1 s latency later, the oldest record 0.9 s old on
+    the mean; 0.2 s more at the start puts second s, whose batch began at its start, at
+    0.9 + 0.2 e^(-s/20), down to 0.9. Until a batch's cost is measured the daemon
+    reads the commit latency as the batches then wait: run k15's daemon read 0.33 s four seconds
+    into the run, and factor 1's capacity 7% short of its warm one."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000),
+                  batch_seconds=3.0, batch_overhead_s=0.4, commit_latency_s=0.1, trigger_s=1.0, run_ahead=1.5,
+                  overhead_known_at_start=False)
+    warm, fresh = JobModel(**common), JobModel(**common, commit_warmup_s=0.2, commit_warmup_tau_s=20.0)
+    low = workloads.constant(30, seconds=300, noise=0)
+    settled = simulate(low, warm, Fixed(1), tick_s=15).lag_seconds
+    warming = simulate(low, fresh, Fixed(1), tick_s=15).lag_seconds
+    assert np.allclose(settled[2:], 0.9)
+    seconds = np.arange(2, 12)
+    assert warming[2:12] == pytest.approx(0.9 + 0.2 * np.exp(-seconds / 20))
+    assert np.allclose(warming[200:], 0.9, atol=1e-3)
+    seen = dict(duties(low, fresh))
+    assert seen[0] == pytest.approx(3 / 3.3) and seen[295] == pytest.approx(3 / 3.1, abs=1e-4)
+    assert dict(duties(low, warm))[0] == pytest.approx(3 / 3.1)
+    for name, value in (("commit_warmup_s", -0.1), ("commit_warmup_tau_s", 0.0)):
+        with pytest.raises(ValueError, match=name):
+            JobModel(**{name: value})
+
+
 def test_a_delayed_workload_moves_its_change_and_keeps_its_length():
     """Where a step lands in a policy tick is part of what a trace tests (the phase test)."""
     step = workloads.step(100, 200, at=30, seconds=60, noise=0)
