@@ -214,10 +214,10 @@ class Admission:
         A query's first two batches (not `warm`) wait for its JVM and Python workers: they stand
         in only until a warm batch measures it, which replaces them. Smoothed in, the first
         batch's 1.4 s still held the gauge at 0.29 s four seconds on (run k8b, warm batches
-        0.15-0.17 s); run k13's daemon read factor 1's capacity as 353/s for it where the job
-        does 363-366/s, put a day's 320/s peak past the 90% band and went 1 -> 2 on its first
-        tick, where its replay (the warm latency) held 1. After a restart the last query's
-        figure stands."""
+        0.15-0.17 s), and run k13's daemon read factor 1's capacity as 353/s where the job does
+        363-366/s warm. Warm batches wait longer at first too (run k15 read 0.33 s from them at
+        its first tick): that part is the job's own, and the simulator models it
+        (`JobModel.commit_warmup_s`). After a restart the last query's figure stands."""
         if seconds < 0 or (not warm and self._latency_warm):
             return
         self.commit_latency_s = _smooth(None if warm and not self._latency_warm else self.commit_latency_s,
