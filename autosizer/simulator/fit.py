@@ -169,6 +169,8 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
         value = _median(series.get(name, ()))
         if value is not None:
             settings[setting] = value
+    if "batch_gap_s" in settings:  # a part of the fixed cost: the gap's batches are not the cost's
+        settings["batch_gap_s"] = min(settings["batch_gap_s"], settings.get("batch_overhead_s", base.batch_overhead_s))
     restarts = _changes(series.get("restart", ()))
     if restarts:
         settings["restart_downtime_s"] = statistics.median(restarts)

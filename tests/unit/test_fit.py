@@ -155,6 +155,12 @@ def test_a_run_that_never_fell_a_batch_behind_takes_its_commit_latency_and_gap_f
     assert job.overhead_known_at_start is False
     series["batch_gap"] = []  # no batch ran past its trigger: the commit latency alone
     assert fit_job(series).batch_overhead_s == pytest.approx(0.15)
+    # the gap is measured on more batches than the cost (any after one that overran its trigger,
+    # a fresh pipeline's slow ones too): it stays a part of the cost the saturated batches measured
+    series = run_series()
+    series["batch_gap"] = [({}, [(x, 0.7) for x, _ in series["deadline"][0][1]])]
+    job = fit_job(series)
+    assert (job.batch_gap_s, job.batch_overhead_s) == pytest.approx((0.5, 0.5))  # the median cost
     assert fit_job(run_series()).batch_overhead_s == pytest.approx(0.5)  # measured: the measurement
 
 
