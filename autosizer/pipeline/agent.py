@@ -845,8 +845,8 @@ class PipelineAgent:
             self.admission.observe_cycle(committed_at - self._last_commit, slowest, reader.read_records, layout.factor)
         # where the last batch ran past its trigger's interval, this one's trigger came as soon as
         # it was done, saturated or not: what Spark took from that commit to it
-        gap = gap_after_commit(self._last_trigger, self._last_commit, began - planning,
-                               self.config.trigger_seconds)
+        trigger = began - planning  # when Spark fired this batch, as near as its progress tells
+        gap = gap_after_commit(self._last_trigger, self._last_commit, trigger, self.config.trigger_seconds)
         if self._cycles_warm and gap is not None:
             self.admission.observe_gap(gap)
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
@@ -866,7 +866,7 @@ class PipelineAgent:
         # that figure for the daemon (run 124: 0.59 s until its first rescale, and one rescale
         # more than its replay on the ramp). Its cycle is not taken for the job's fixed cost.
         self._cycles_warm, self._last_commit = self._last_commit is not None, committed_at
-        self._last_trigger = began - planning
+        self._last_trigger = trigger
         self._saturated_before = saturated
         self._write_plan(layout, cp)
         self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,

@@ -161,14 +161,14 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     if warmup is not None:
         latency, settings["commit_warmup_s"], settings["commit_warmup_tau_s"] = warmup
     latency = _median(series.get("commit_latency", ())) if latency is None else latency
-    if latency is not None:
-        settings["commit_latency_s"] = latency
-        # no cost measured (`_overhead`): a batch pays its commit latency, and the gap after it
-        settings.setdefault("batch_overhead_s", latency + (_median(series.get("batch_gap", ())) or 0.0))
     for name, setting in MEDIANS.items():
         value = _median(series.get(name, ()))
         if value is not None:
             settings[setting] = value
+    if latency is not None:
+        settings["commit_latency_s"] = latency
+        # no cost measured (`_overhead`): a batch pays its commit latency, and the gap after it
+        settings.setdefault("batch_overhead_s", latency + settings.get("batch_gap_s", 0.0))
     if "batch_gap_s" in settings:  # a part of the fixed cost: the gap's batches are not the cost's
         settings["batch_gap_s"] = min(settings["batch_gap_s"], settings.get("batch_overhead_s", base.batch_overhead_s))
     restarts = _changes(series.get("restart", ()))
