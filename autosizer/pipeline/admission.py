@@ -166,8 +166,8 @@ class Admission:
 
     def observe_cycle(self, cycle_s: float, slot_s: float, read_records: int = 0, factor: int | None = None) -> None:
         """A saturated batch took `cycle_s` from the previous commit to its own, of which its
-        slowest slot worked `slot_s`: the rest (scheduling, reading, committing, Spark's own
-        bookkeeping) is the fixed cost every batch pays. Its slowest-reading slot read
+        busiest thread worked `slot_s` on records: the rest (scheduling, reading, a slot's setup,
+        committing, Spark's own bookkeeping) is the fixed cost every batch pays. Its slowest-reading slot read
         `read_records` at the layout's `factor`: a larger factor reads more (`growing_read_s`)."""
         if cycle_s > 0 and slot_s >= 0:
             self.overhead_s = _smooth(self.overhead_s, max(0.0, cycle_s - slot_s))
@@ -207,7 +207,8 @@ class Admission:
     def observe_latency(self, seconds: float, warm: bool = True) -> None:
         """Any batch with records took `seconds` from its trigger (Kafka's read boundary: the
         trigger plans its end offsets; a Kinesis batch cuts later, `observe_read_boundary`) to
-        its commit, beyond its slowest slot's work. Its records' lag waits that
+        its commit, beyond its tasks' work (the busiest thread's time on records: a slot's
+        setup is in this, `SlotResult.busiest_ns`). Its records' lag waits that
         long; a saturated batch's overhead also holds what comes after the commit (Spark's own
         offset commit, the gap to the next batch), so at low load the lag follows this instead.
 

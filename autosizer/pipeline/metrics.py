@@ -30,6 +30,8 @@ Series (labels in braces):
 Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_slot_records{slot}                    records one slot processed, last batch
   autosizer_pipeline_slot_seconds{slot}                    that slot's wall time, last batch
+  autosizer_pipeline_slot_busiest_seconds{slot}            of it, its busiest thread's time on records:
+                                                           the rest is the slot's setup, a fixed cost
   autosizer_pipeline_slot_read_seconds{slot}               that slot's wait for its records before it
                                                            (the source's read), last batch
   autosizer_pipeline_task_saturated_rate{task}             records/s one thread does on the task's
@@ -61,7 +63,7 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            Kinesis at least what the endpoint took to
                                                            serve them (the driver's tails' pages)
   autosizer_pipeline_commit_latency_seconds                a batch's trigger to its commit, beyond
-                                                           its slowest slot's work
+                                                           its busiest thread's work on records
   autosizer_pipeline_batch_gap_seconds                     of the fixed cost, what follows a commit
                                                            before the next trigger (after a batch that
                                                            ran past its trigger's interval, saturated
@@ -121,6 +123,7 @@ class SlotStats:
     seconds: float
     read_seconds: float = 0.0
     read_records: int = 0  # the records it read (its tasks' and the ones they skip)
+    busiest_seconds: float = 0.0  # the most one of its threads spent on records
 
 
 # The job's one-value gauges, as (attribute, series, help), exported once measured.
@@ -134,7 +137,7 @@ SCALAR_GAUGES = (
      "Of a saturated batch's fixed cost at the running factor, the time its slowest-reading slot spends on its "
      "records: the part that grows with the factor"),
     ("commit_latency_s", "autosizer_pipeline_commit_latency_seconds",
-     "A batch's trigger to its commit, beyond its slowest slot's work"),
+     "A batch's trigger to its commit, beyond its busiest thread's work on records"),
     ("gap_s", "autosizer_pipeline_batch_gap_seconds",
      "Of a saturated batch's fixed cost, what follows its commit before the next trigger"),
     ("read_boundary_s", "autosizer_pipeline_read_boundary_seconds",
@@ -142,7 +145,7 @@ SCALAR_GAUGES = (
     ("batch_fill", "autosizer_pipeline_batch_fill",
      "The last warm batch's fullest partition read over the span planned for it (1: a full read)"),
     ("batch_latency_s", "autosizer_pipeline_batch_latency_seconds",
-     "The same batch's trigger to its commit beyond its slowest slot's work (one batch, not smoothed)"),
+     "The same batch's trigger to its commit beyond its busiest thread's work (one batch, not smoothed)"),
     ("service_cv", "autosizer_pipeline_service_cv",
      "A record's service time's coefficient of variation, from how a task's rate varies"),
     ("job_capacity", "autosizer_pipeline_capacity", "Records/s the job can take in key order, batch cost included"),
@@ -401,14 +404,19 @@ class PipelineMetrics(Collector):
                                          "Records one slot processed in the last batch", labels=["slot"])
         slot_seconds = GaugeMetricFamily("autosizer_pipeline_slot_seconds",
                                          "Wall time of one slot in the last batch", labels=["slot"])
+        slot_busiest = GaugeMetricFamily("autosizer_pipeline_slot_busiest_seconds",
+                                         "Of a slot's wall time in the last batch, its busiest thread's time on records",
+                                         labels=["slot"])
         slot_read = GaugeMetricFamily("autosizer_pipeline_slot_read_seconds",
                                       "Time one slot waited for its records in the last batch", labels=["slot"])
         for slot, stats in sorted(self.slots.items()):
             slot_records.add_metric([str(slot)], stats.records)
             slot_seconds.add_metric([str(slot)], stats.seconds)
+            slot_busiest.add_metric([str(slot)], stats.busiest_seconds)
             slot_read.add_metric([str(slot)], stats.read_seconds)
         yield slot_records
         yield slot_seconds
+        yield slot_busiest
         yield slot_read
         rate = GaugeMetricFamily("autosizer_pipeline_task_saturated_rate",
                                  "Records/s a virtual task processes while it has a backlog",

@@ -159,6 +159,10 @@ class SlotResult:
     progress: list[TaskProgress]
     wall_ns: int
     records: int = 0  # processed by every task of the slot
+    # the most any one of its threads spent on records (`_Lane.busy_ns` summed per thread): the
+    # work the simulator's batch charges; the rest of `wall_ns` (accepting the records, cutting
+    # lanes, starting the threads) is outside the tasks, as the commit is
+    busiest_ns: int = 0
     lanes: list[_Lane] = field(default_factory=list, repr=False)  # in the order of `outputs`
 
     @property
@@ -309,15 +313,17 @@ def run_slot(table: pa.Table, checkpoints: Checkpoints, process: ProcessFn,
     work, progress = _accept(table, checkpoints)
     lanes = [lane for items in work.values() for item in items for lane in item.lanes]
     workers = min(len({p.task for p in progress.values()}), len(lanes))
+    busiest = 0
     if workers:
-        _LanePool(lanes, process, deadline or NoDeadline()).run(workers)
+        busiest = _LanePool(lanes, process, deadline or NoDeadline()).run(workers)
     outputs: list[Output] = []
     for name in sorted(work):
         for item in work[name]:
             outputs += item.finish()
     stats = list(progress.values())
     ordered = [lane for name in sorted(work) for item in work[name] for lane in item.lanes]
-    return SlotResult(outputs, stats, time.perf_counter_ns() - started, sum(p.records for p in stats), ordered)
+    return SlotResult(outputs, stats, time.perf_counter_ns() - started, sum(p.records for p in stats),
+                      lanes=ordered, busiest_ns=busiest)
 
 
 class _LanePool:
@@ -344,18 +350,21 @@ class _LanePool:
         self.done: dict[str, int] = {}
         self.cond = threading.Condition()
 
-    def run(self, workers: int) -> None:
+    def run(self, workers: int) -> int:
+        """Run every lane on `workers` threads; the most any thread spent on records (ns)."""
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vtask") as pool:
-            for _ in pool.map(lambda _: self._work(), range(workers)):
-                pass
+            return max(pool.map(lambda _: self._work(), range(workers)))
 
-    def _work(self) -> None:
+    def _work(self) -> int:
+        busy = 0
         while (lane := self._take()) is not None:
-            cut = True
+            cut, before = True, lane.busy_ns
             try:
                 cut = self._turn(lane)
             finally:
+                busy += lane.busy_ns - before
                 self._put_back(lane, cut)
+        return busy
 
     def _take(self) -> _Lane | None:
         with self.cond:

@@ -53,6 +53,10 @@ FIT_QUERIES: dict[str, str] = {
     # takes between them, checked batch by batch (`batch_commits`)
     "batch_fill": "max(autosizer_pipeline_batch_fill{$selector})",
     "batch_latency": "max(autosizer_pipeline_batch_latency_seconds{$selector})",
+    # the slowest setup of a slot in the last batch, beyond its busiest thread's work: in the
+    # commit latency, and shown beside it (`fit_checks.setup_line`)
+    "slot_setup": ("max(autosizer_pipeline_slot_seconds{$selector}"
+                   " - autosizer_pipeline_slot_busiest_seconds{$selector})"),
     # the records committed so far: the capacity the job showed while behind (`fit_checks`)
     "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",

@@ -42,7 +42,20 @@ def checks(series: Mapping[str, Series], start: float, fitted: Fitted) -> list[s
                                                                 batch_commits(series, start))):
         if table:
             lines += ["", *table]
-    return lines
+    setup = setup_line(series)
+    return lines + [setup] if setup else lines
+
+
+def setup_line(series: Mapping[str, Series]) -> str | None:
+    """What a slot spends beyond its busiest thread's time on records (sorting and hashing its
+    records, cutting lanes, starting threads): the commit latency holds it, and the model's
+    batch charges it there, so the line says how much of the latency it is. None for a run
+    whose pipeline does not export it (before session 68)."""
+    values = np.array([v for _, v in _points(series.get("slot_setup", ()))])
+    if not values.size:
+        return None
+    return (f"a slot's setup beyond its busiest thread's work, in the commit latency: median "
+            f"{np.median(values):.4f} s, 90th percentile {np.percentile(values, 90):.4f} s ({values.size} scrapes)")
 
 
 def capacity_check(fitted: Fitted, records: np.ndarray, settle_s: int = SETTLE_S) -> list[str]:

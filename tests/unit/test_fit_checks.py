@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autosizer.simulator.fit import Fitted
-from autosizer.simulator.fit_checks import capacity_check, commit_check
+from autosizer.simulator.fit_checks import capacity_check, commit_check, setup_line
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import constant
 
@@ -48,3 +48,12 @@ def test_the_commit_check_reads_each_batch_against_the_models_line_by_fill():
     assert slow[-2].split()[-1] == "0.50"  # the full bin
     assert lines[0].startswith("commit latency per batch by its read's fill (20 warm batches")
     assert commit_check(JOB, factor, np.zeros((0, 3))) == []
+
+
+def test_a_slots_setup_is_shown_beside_the_commit_latency_that_holds_it():
+    """The run's scrapes of the slowest slot's wall time beyond its busiest thread's work: their
+    median and 90th percentile; a run whose pipeline does not export it shows no line."""
+    points = [(float(t), v) for t, v in enumerate([0.007, 0.008, 0.008, 0.009, 0.02])]
+    line = setup_line({"slot_setup": [({}, points)]})
+    assert line is not None and "median 0.0080 s" in line and "(5 scrapes)" in line
+    assert setup_line({}) is None

@@ -74,3 +74,21 @@ def test_a_tasks_record_times_are_its_sum_and_count_and_their_distribution_one_h
     assert f'autosizer_pipeline_record_seconds_bucket{{le="+Inf"}} {4.0 * len(tasks)}' in text
     assert f'autosizer_pipeline_record_seconds_sum {0.02 * len(tasks)}' in text
     assert text.count("_bucket{") == len(PROCESS_TIME_BUCKETS) + 1
+
+
+def test_each_slots_setup_shows_as_its_wall_time_beyond_its_busiest_threads_work():
+    """What a slot spends outside its records (the commit latency holds it) is readable per
+    slot: its wall time and, of it, its busiest thread's time on records."""
+    from autosizer.pipeline.metrics import SlotStats
+
+    metrics = PipelineMetrics("j")
+    layout = Layout(topics={"orders": 1}, factor=1)
+    task = layout.virtual_tasks()[0].name
+    metrics.started(layout, {(task, "orders", 0): 0})
+    progress = [TaskProgress(task, "orders", 0, 80, records=80)]
+    metrics.observe_batch(progress, {task: 10**9}, {(task, "orders", 0): 80}, 1.0,
+                          slots={0: SlotStats(80, 0.85, 0.01, 80, 0.84)})
+    samples = {s.name: s for family in metrics.collect() for s in family.samples if s.name.startswith("autosizer_pipeline_slot")}
+    assert samples["autosizer_pipeline_slot_seconds"].value == 0.85
+    assert samples["autosizer_pipeline_slot_busiest_seconds"].value == 0.84
+    assert samples["autosizer_pipeline_slot_busiest_seconds"].labels == {"slot": "0"}

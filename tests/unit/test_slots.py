@@ -107,6 +107,28 @@ def test_the_keys_of_one_busy_bucket_run_on_every_thread():
     assert by_task["Partition_0-0-2"].records == 40 and by_task["Partition_0-0-2"].next_offset == 40
 
 
+def test_a_slots_work_is_its_busiest_threads_time_on_records_not_its_wall_time():
+    """The work the simulator charges a batch is its busiest thread's time on records; the rest
+    of the slot's wall time (accepting the records, cutting lanes, starting threads) is a fixed
+    cost like the commit. Every record in one task's lanes, shared by two threads: the busiest
+    thread worked about half that task's time, and less than the slot's wall."""
+    layout = Layout(topics={"orders": 1}, factor=2)
+    keys = keys_in_lanes(2, 0, 4)
+    rows = [(keys[o % 4], b"v%d" % o, "orders", 0, o) for o in range(40)]
+    barrier = threading.Barrier(2, timeout=30)  # both threads take lanes
+
+    def process(record):
+        if record.offset < 2:
+            barrier.wait()
+        time.sleep(0.005)
+
+    result = run_slot(records_table(rows), Checkpoints.initial(layout), process)
+    task = max(result.progress, key=lambda p: p.busy_ns)
+    assert task.records == 40
+    assert task.busy_ns / 2 <= result.busiest_ns < task.busy_ns
+    assert result.busiest_ns < result.wall_ns
+
+
 def test_lanes_cut_by_the_deadline_resume_each_at_its_own_record():
     """A deadline cuts a task's lanes at different offsets: the task reports the lowest as its
     position and the others as marks; advanced into the checkpoint, the next batch skips exactly
