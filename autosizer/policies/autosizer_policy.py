@@ -289,6 +289,11 @@ class AutosizerPolicy:
             # 1 -> 32 -> 16 -> 32 -> 16). The input itself, when it needs more, is still followed.
             assert plan is not None
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but {why}", details)
+        if wish > current and planned is not None:
+            # the input asks for a scale-up anyway: size it for the plan's step within the hour,
+            # not for a step on the way (`nyc-flights`' weekday mornings went 1 -> 2 at 10:02 and
+            # 2 -> 32 at 10:25, the plan's: a rescale a day more)
+            early = max(early, self._early(obs, planned, self.day_ahead))
         if max(wish, early) > current:
             reason = _needs(obs, forecast, lag, wish, task_rate, first_days,
                             wanted=forecast > self.target * obs.capacity(wish, task_rate))
@@ -318,12 +323,13 @@ class AutosizerPolicy:
         since it reads the clock in the job's zone and most ticks need no day."""
         return obs.history.day_of(obs.time) if obs.history is not None else None
 
-    def _early(self, obs: Observation, planned: np.ndarray | None) -> int:
-        """The highest factor the day plan runs within `day_lead_s` (0 with no plan): the job is
-        at it that long before it is needed."""
+    def _early(self, obs: Observation, planned: np.ndarray | None, lead_s: float | None = None) -> int:
+        """The highest factor the day plan runs within `lead_s` (`day_lead_s` unless given; 0
+        with no plan): the job is at it that long before it is needed."""
         if planned is None or obs.history is None:
             return 0
-        return int(planned[:math.ceil(self.day_lead / obs.history.slot_s) + 1].max())
+        lead = self.day_lead if lead_s is None else lead_s
+        return int(planned[:math.ceil(lead / obs.history.slot_s) + 1].max())
 
     def _held(self, obs: Observation, forecast: float, capacity: float, task_rate: float, banded: bool) -> str:
         """Why a tick that neither scales up nor down holds: the utilization of the current

@@ -568,6 +568,27 @@ def test_the_days_known_ramp_waits_for_the_input_to_pass_the_band():
     assert factor == 16 and rate <= 0.9 * 12_800, (rate, reason)
 
 
+def test_a_scale_up_the_input_asks_for_is_sized_for_the_plans_step_within_the_hour():
+    """Office days on record (the plan runs 8 from 08:00); the input passes factor 1's band
+    early. Within the hour of the plan's step the scale-up goes to 8 at once: a step to 2 would
+    be followed by the plan's 2 -> 8 (`nyc-flights`' weekday mornings went 1 -> 2 at 10:02 and
+    2 -> 32 at 10:25, a rescale a day more). Further ahead than the hour, the input's own size."""
+    from autosizer.policies.history import DAY_S
+
+    def scale_up(minute: int):
+        policy, state, history = load_policy("autosizer"), None, office_days()
+        for k, rate in enumerate([500, 1500]):
+            decision, state = policy.decide(observe(factor=1, input_rate=rate, task_rate=400,
+                                                    time=3 * DAY_S + minute * 60 + 15 * k, history=history), state)
+        return decision
+
+    near = scale_up(7 * 60 + 5)
+    assert near.factor == 8, near.reason
+    assert near.reason.startswith("the day plan runs 8 in 55 min") and "need 2" in near.reason, near.reason
+    far = scale_up(6 * 60 + 50)
+    assert far.factor == 2 and "day plan" not in far.reason, far.reason
+
+
 def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
     """Office days on record, and a holiday: by 09:30 the last hour ran 500/s where the days had
     8,000/s, so the policy reacts, and says why it does not follow the plan the days would make.
