@@ -289,10 +289,11 @@ class AutosizerPolicy:
             # 1 -> 32 -> 16 -> 32 -> 16). The input itself, when it needs more, is still followed.
             assert plan is not None
             return answer(current, f"hold: {self._plan_reason(obs, plan, early)}, but {why}", details)
-        if wish > current and planned is not None:
+        if wish > current and planned is not None and (last.missed is None or last.missed != self._today(obs)):
             # the input asks for a scale-up anyway: size it for the plan's step within the hour,
             # not for a step on the way (`nyc-flights`' weekday mornings went 1 -> 2 at 10:02 and
-            # 2 -> 32 at 10:25, the plan's: a rescale a day more)
+            # 2 -> 32 at 10:25, the plan's: a rescale a day more); not on a day that has already
+            # run below the plan, where a step ahead of the input waits for it (`_ahead_waits`)
             early = max(early, self._early(obs, planned, self.day_ahead))
         if max(wish, early) > current:
             reason = _needs(obs, forecast, lag, wish, task_rate, first_days,

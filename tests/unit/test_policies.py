@@ -572,11 +572,15 @@ def test_a_scale_up_the_input_asks_for_is_sized_for_the_plans_step_within_the_ho
     """Office days on record (the plan runs 8 from 08:00); the input passes factor 1's band
     early. Within the hour of the plan's step the scale-up goes to 8 at once: a step to 2 would
     be followed by the plan's 2 -> 8 (`nyc-flights`' weekday mornings went 1 -> 2 at 10:02 and
-    2 -> 32 at 10:25, a rescale a day more). Further ahead than the hour, the input's own size."""
+    2 -> 32 at 10:25, a rescale a day more). Further ahead than the hour, the input's own size;
+    and on a day that already ran below the plan (a step ahead of the input was not needed), the
+    input's own size too: a step ahead waits for the input there."""
+    from autosizer.policies.autosizer_policy import AutosizerState
     from autosizer.policies.history import DAY_S
 
-    def scale_up(minute: int):
-        policy, state, history = load_policy("autosizer"), None, office_days()
+    def scale_up(minute: int, missed: bool = False):
+        policy, history = load_policy("autosizer"), office_days()
+        state = AutosizerState(missed=3) if missed else None  # day 3: the day of the ticks
         for k, rate in enumerate([500, 1500]):
             decision, state = policy.decide(observe(factor=1, input_rate=rate, task_rate=400,
                                                     time=3 * DAY_S + minute * 60 + 15 * k, history=history), state)
@@ -587,6 +591,8 @@ def test_a_scale_up_the_input_asks_for_is_sized_for_the_plans_step_within_the_ho
     assert near.reason.startswith("the day plan runs 8 in 55 min") and "need 2" in near.reason, near.reason
     far = scale_up(6 * 60 + 50)
     assert far.factor == 2 and "day plan" not in far.reason, far.reason
+    below = scale_up(7 * 60 + 5, missed=True)
+    assert below.factor == 2 and "day plan" not in below.reason, below.reason
 
 
 def test_a_decision_names_the_broken_day_that_switched_the_day_plan_off():
