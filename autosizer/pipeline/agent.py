@@ -832,10 +832,10 @@ class PipelineAgent:
         self.admission.observe(progress)
         committed_at = time.perf_counter()
         # the tasks' work: the most one slot's thread spent on records. What else a slot spends
-        # (accepting its records, cutting lanes, starting threads: 0.008-0.02 s a slot at the
-        # demo's 80 records a partition) is a fixed cost of the batch like its commit, which the
-        # simulator's batch charges apart from the records' work: counted with the slot's wall,
-        # runs k9 and k10 replayed 0.015-0.022 s a batch short at the knee
+        # (accepting its records, cutting lanes, starting threads: 0.008 s a slot on the demo,
+        # runs k17 and k19) is a fixed cost of the batch like its commit, which the simulator's
+        # batch charges apart from the records' work; taken with the slot's wall, it was in
+        # neither, and replays at the knee read the lag 0.02-0.04 low (runs k16-k19)
         worked = max(s.busiest_seconds for s in slots.values())
         reader = max(slots.values(), key=lambda s: s.read_seconds)  # the slot the batch waited on to read
         # A saturated batch's cycle is what a saturated job pays per batch only if the batch
