@@ -103,6 +103,7 @@ from autosizer.policies.day_plan import day_plan
 from autosizer.policies.forecast import forecast_input, input_now, seen_in_part
 from autosizer.policies.peak_memory import recent_peaks, remember_peak, usual_level
 
+_max_reduce = np.maximum.reduce
 INEFFECTIVE_GAIN = 0.10  # a scale-up that bought less throughput than this did not help
 SLOWER = 0.75  # a task rate below this share of the one before a scale-up: resources ran out
 JUDGED_TICKS = 6  # ticks of throughput under backlog a scale-up's judgement takes the median of
@@ -596,8 +597,7 @@ class AutosizerPolicy:
         the most any factor can."""
         utilization = utilization or self.target
         backlog = lag + forecast * obs.restart_downtime_s
-        capacities = obs.capacities(task_rate).tolist()
-        for factor, capacity in zip(FACTORS, capacities, strict=True):
+        for factor, capacity in zip(FACTORS, obs.capacity_list(task_rate), strict=True):
             spare = capacity - forecast
             if capacity * utilization >= forecast and spare > 0 and backlog / spare <= self.catch_up:
                 return factor
@@ -646,7 +646,7 @@ def _behind(obs: Observation, seconds: float) -> bool:
     pause a backlog. A partition whose age is unknown is judged on its records alone."""
     parts = obs.partitions
     ages = parts.lag_seconds
-    if not len(ages) or ages.max() < seconds:  # the usual tick: nobody that old (NaN: go on)
+    if not len(ages) or _max_reduce(ages) < seconds:  # the usual tick: nobody that old (NaN: go on)
         return False
     inputs = parts.input_rate
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
@@ -657,7 +657,7 @@ def _behind(obs: Observation, seconds: float) -> bool:
 def _top_factor(obs: Observation, task_rate: float) -> int:
     """The smallest factor that reaches (nearly) the most any factor can: past it more buckets
     add nothing (the cores' ceiling, one hot key's lane)."""
-    capacities = obs.capacities(task_rate).tolist()
+    capacities = obs.capacity_list(task_rate)
     best = max(capacities)
     near = _near(obs, FACTORS[capacities.index(best)], best)
     return next(f for f, c in zip(FACTORS, capacities, strict=True) if c >= near * best)
@@ -703,8 +703,9 @@ def _ceiling_note(obs: Observation, factor: int, task_rate: float, wanted: bool 
 def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float) -> int:
     """The smallest factor up to the current one whose measured capacity takes `rate` at
     `utilization` (the current factor when none below it does)."""
-    capacities = (obs.capacities(task_rate) * utilization).tolist()
-    return next(f for f, c in zip(FACTORS, capacities, strict=True) if f >= obs.factor or c >= rate)
+    current = obs.factor
+    return next(f for f, c in zip(FACTORS, obs.capacity_list(task_rate), strict=True)
+                if f >= current or c * utilization >= rate)
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -32,9 +32,11 @@ def forecast_input(times: tuple[float, ...], rates: tuple[float, ...], arrivals:
     jump's first (the watermarks' series decides for both: a mid-tick step reads as two rises in
     a row there, which the ramp rule would project; a ramp shows in the tick after this one). A
     ramp is projected no further than it has lasted (`ramp_age`), at least over the restart."""
-    rising = min(trend(times, rates), trend(times, arrivals))
     if waited or first_of_a_jump(arrivals[:-1]):
-        rising = 0.0
+        return arrivals[-1]
+    rising = trend(times, rates)
+    if rising > 0:  # the smaller of the two: the second is not needed when the first is none
+        rising = min(rising, trend(times, arrivals))
     ahead = restart_downtime_s + horizon_s
     if rising > 0 and not first_of_a_jump(arrivals):
         ahead = min(ahead, max(restart_downtime_s, ramp_age(times, arrivals)))
@@ -69,16 +71,17 @@ def trend(times: tuple[float, ...], rates: tuple[float, ...]) -> float:
     slope is the long one."""
     if len(rates) < 6:
         return 0.0
+    jump = first_of_a_jump(rates)  # it may be part seen
+    if not jump and not _ramping(rates):  # a ramp rises in nearly every tick
+        return 0.0  # a jump's second tick, seen in full by now, or noise
     now_t, now_r = sum(times[-3:]), sum(rates[-3:])  # sums of three: the 3s cancel in the slopes
     back = slice(-8, -5) if len(rates) >= 8 else slice(0, 3)  # a daemon's first ticks: from the first three
     short = (now_r - sum(rates[back])) / max(1e-9, now_t - sum(times[back]))
     long = (now_r - sum(rates[:3])) / max(1e-9, now_t - sum(times[:3]))
     latest = (rates[-1] - rates[-2]) / max(1e-9, times[-1] - times[-2])
-    if first_of_a_jump(rates):  # it may be part seen
+    if jump:
         return max(0.0, min(short, long, latest))
-    if _ramping(rates):  # a ramp rises in nearly every tick, and beyond the ticks' scatter
-        return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))
-    return 0.0  # a jump's second tick, seen in full by now, or noise
+    return max(0.0, min(short, long, latest, _sure_slope(times[-5:], rates[-5:])))  # beyond the scatter
 
 
 def seen_in_part(arrivals: tuple[float, ...], band: float) -> str:

@@ -30,6 +30,7 @@ Pure: no I/O, one truth for the daemon and the simulator.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,6 +71,7 @@ class InputHistory:
     _broken: str | None = field(default=None, repr=False, compare=False)  # how today broke the pattern
     _answers: dict[tuple[float, bool], float | None] = field(default_factory=dict, repr=False, compare=False)
     _profiles: dict[float, np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
+    _doubts: dict[float, str | None] = field(default_factory=dict, repr=False, compare=False)
     _zone: ZoneInfo | None = field(default=None, init=False, repr=False, compare=False)  # None: UTC
     # the last time `wall` converted, and its answer: a tick asks for the same time several times
     _last_wall: tuple[float, float] = field(default=(math.nan, math.nan), init=False, repr=False, compare=False)
@@ -166,6 +168,11 @@ class InputHistory:
         now = self.wall(now)
         if not self._trusted_at(now):
             return self._broken
+        if ahead_s not in self._doubts:  # the same all slot long: it reads the days before today only
+            self._doubts[ahead_s] = self._doubt(now, ahead_s)
+        return self._doubts[ahead_s]
+
+    def _doubt(self, now: float, ahead_s: float) -> str | None:
         today = int(now // DAY_S)
         if not self._compared(today, lambda day: day if day in self.days else None):
             on = sum(today - k in self.days for k in RECENT)
@@ -185,7 +192,8 @@ class InputHistory:
         afresh and forgets the last slot's answers."""
         slot = int(now // self.slot_s)
         if self._slot != slot:
-            self._slot, self._broken, self._answers, self._profiles = slot, self._disagreement(now), {}, {}
+            self._slot, self._broken = slot, self._disagreement(now)
+            self._answers, self._profiles, self._doubts = {}, {}, {}
         return self._broken is None
 
     def _profile(self, slot: int, count: int) -> np.ndarray | None:
@@ -217,7 +225,7 @@ class InputHistory:
         found = self._compared(int(start // DAY_S), lambda day: self._peak(day, start, end), need)
         if not found:
             return None
-        return float(max(found) if highest else np.median(found))
+        return float(max(found) if highest else statistics.median(found))  # a few floats: no array
 
     def _compared(self, today: int, read: Callable[[int], T | None], need: int | None = None) -> list[T]:
         """`read` of the days today is compared with: the same weekday one and two weeks back if
