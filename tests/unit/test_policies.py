@@ -407,6 +407,8 @@ def test_observation_capacity_follows_the_partition_that_fills_first():
     # per partition: 100/0.5 = 200/s and 100/0.75 = 133/s; input is even, so partition 1 caps:
     assert obs.capacity(2, 100) == pytest.approx(0.5 * 2 * 100 / 0.75)
     assert obs.capacity(4, 100) == pytest.approx(0.5 * 2 * 4 * 100)  # unknown: even buckets
+    # the same figures as floats, for a policy walking the factors one by one
+    assert obs.capacity_list(100) == obs.capacities(100).tolist()
     assert obs.task_rate == pytest.approx(400)  # no saturated rate: the user-function estimate
     assert observe(saturated_rate=250.0).task_rate == 250.0
 
