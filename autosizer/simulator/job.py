@@ -514,13 +514,16 @@ class JobModel:
         `measured` a batch's fixed cost; before, the cost shown at the start, or where none was
         known the commit latency as the batches then wait (the part of the cost every batch
         measures, `warmup` included: run k15's daemon read 0.33 s four seconds into a fresh
-        pipeline's run, and factor 1's capacity 341/s where it did 365/s warm), or none (1)
-        without one."""
+        pipeline's run, and factor 1's capacity 341/s where it did 365/s warm) and the gap after
+        a commit where the run measured one (the daemon reads both; runs k9-k19 showed the gap
+        within their first second, a fresh pipeline's first batch running past its interval),
+        or none (1) without one."""
         if measured or not self.batch_seconds:
             return self.duty(factor)
         if not self.overhead_known_at_start:
             latency = self.commit_latency_s
-            return batch_duty(self.batch_seconds, None if latency is None else latency + self.warmup(second))
+            return batch_duty(self.batch_seconds, None if latency is None else
+                              latency + self.warmup(second) + (self.batch_gap_s or 0.0))
         if self.overhead_shown_at_start_s is not None:
             return batch_duty(self.batch_seconds, self.overhead_shown_at_start_s)
         return self.duty(factor)

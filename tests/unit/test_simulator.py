@@ -1062,6 +1062,12 @@ def test_the_batch_cost_reads_as_none_until_a_saturated_batch_measures_it():
     seen = duties(workloads.constant(100, seconds=90, noise=0),
                   dataclasses.replace(job, overhead_known_at_start=False, commit_latency_s=0.1))
     assert [duty for _, duty in seen] == pytest.approx([3 / 3.1] * len(seen))  # its commit latency for the cost
+    # and the gap after a commit where the run measured one, as the daemon reads both (run k13's
+    # replay, shown the latency alone, read 1% more at factor 1, held it and went on behind the
+    # real daemon's 1 -> 2)
+    seen = duties(workloads.constant(100, seconds=90, noise=0),
+                  dataclasses.replace(job, overhead_known_at_start=False, commit_latency_s=0.1, batch_gap_s=0.05))
+    assert [duty for _, duty in seen] == pytest.approx([3 / 3.15] * len(seen))
     with pytest.raises(ValueError, match="overhead_known_at_start needs true or false"):
         JobModel(overhead_known_at_start=1)
 
