@@ -158,11 +158,14 @@ def _batch_cost(samples: Samples) -> tuple[float | None, str | None]:
     cost = _single(samples.series.get("batch_overhead_seconds", ()))
     if cost is not None:
         return cost, None
-    stand_in = _single(samples.series.get("commit_cost_seconds", ()))
-    if stand_in is None or stand_in < 0:
+    latency = _single(samples.series.get("commit_latency_seconds", ()))
+    if latency is None or latency < 0:
         return None, None
-    return stand_in, (f"a batch's fixed cost is not measured yet: its commit latency and the gap after "
-                      f"it ({stand_in:.2f}s) stand in")
+    gap = _single(samples.series.get("batch_gap_seconds", ()))
+    if gap is None or not gap >= 0:  # not shown yet (no batch ran past its interval): the latency alone
+        return latency, f"a batch's fixed cost is not measured yet: its commit latency ({latency:.2f}s) stands in"
+    return latency + gap, (f"a batch's fixed cost is not measured yet: its commit latency and the gap after "
+                           f"it ({latency:.2f} + {gap:.2f}s) stand in")
 
 
 def _partition_column(samples: Samples, name: str, index: dict[TopicPartition, int]) -> np.ndarray:

@@ -62,10 +62,8 @@ DEFAULT_QUERIES: dict[str, str] = {
     "batch_read_seconds": "max(autosizer_pipeline_batch_read_seconds{$selector})",
     # what stands in for the cost until the pipeline has measured it (evaluator, `_batch_cost`):
     # a batch's commit latency, and the gap after a commit before the next trigger where shown
-    "commit_cost_seconds": (
-        "max(autosizer_pipeline_commit_latency_seconds{$selector})"
-        " + (max(autosizer_pipeline_batch_gap_seconds{$selector}) or vector(0))"
-    ),
+    "commit_latency_seconds": "max(autosizer_pipeline_commit_latency_seconds{$selector})",
+    "batch_gap_seconds": "max(autosizer_pipeline_batch_gap_seconds{$selector})",
     # the processing stop of the pipeline's last rescale (none before its first)
     "restart_seconds": "max(autosizer_pipeline_restart_seconds{$selector})",
     # records/s the cores could process at most: cores x records per CPU-second the threads used
