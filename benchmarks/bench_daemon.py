@@ -25,27 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autosizer.controller.config import load_config  # noqa: E402
 from autosizer.controller.daemon import build_tick  # noqa: E402
-from autosizer.controller.history import HistoryStore  # noqa: E402
 from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedPrometheus, EmbeddedRedis  # noqa: E402
-from autosizer.policies.history import DAY_S, InputHistory  # noqa: E402
+from examples.demo import seed_history  # noqa: E402
 from tests.daemon_harness import AUTOSIZER, ROOT, Exporter, write_config  # noqa: E402
 
 PARTITIONS, FACTOR = 64, 8
 RATE = 20_000  # records/s the exporter shows
-
-
-def seed_days(store: MetadataStore, days: int = 3) -> None:
-    """`days` past days at the exporter's rate in the job's history: the plan is believed."""
-    history, today = InputHistory(), int(time.time() // DAY_S)
-    for day in range(today - days, today):
-        for slot in range(history.slots):
-            history.record(day * DAY_S + slot * history.slot_s, float(RATE))
-    keeper = HistoryStore(store)
-    for day in history.days:
-        keeper.save(history, day)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -75,7 +63,7 @@ def main() -> None:
             EmbeddedPrometheus([f"127.0.0.1:{ports.get(timeout=30)}"], work / "prometheus") as prometheus:
         store = MetadataStore(redis_server.url, "bench")
         store.init_layout(layout)
-        seed_days(store)
+        seed_history(store, time.time(), 3600, lambda _: RATE)  # the demo's three past days: this hour at RATE
         config = write_config(work / "bench.toml", "bench", redis_server.url, prometheus.url,
                               actuator={"name": "dry-run", "settings": {}}, daemon={"listen": ""})
         tick = build_tick(load_config(config, {}))
