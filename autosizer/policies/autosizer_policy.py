@@ -310,7 +310,7 @@ class AutosizerPolicy:
         else:
             wish, reason = self._lower(obs, task_rate, forecast, max(rates), peaks, planned, planned_up, raised)
             if wish == current and not reason:
-                reason = self._held(obs, forecast, capacity, task_rate, banded)
+                reason = self._held(obs, forecast, capacity, task_rate, banded, max(rates))
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
@@ -333,12 +333,19 @@ class AutosizerPolicy:
         lead = self.day_lead if lead_s is None else lead_s
         return int(planned[:math.ceil(lead / obs.history.slot_s) + 1].max())
 
-    def _held(self, obs: Observation, forecast: float, capacity: float, task_rate: float, banded: bool) -> str:
+    def _held(self, obs: Observation, forecast: float, capacity: float, task_rate: float, banded: bool,
+              highest: float) -> str:
         """Why a tick that neither scales up nor down holds: the utilization of the current
-        factor's `capacity`, and, when more would be wanted, what stops it (the cores, the band)."""
+        factor's `capacity`, and what stops a change either way: the cores or the band when more
+        would be wanted, and when less would, the window's `highest` input (the demo's job sat
+        at 3% for minutes after its step with no word of why)."""
         reason = f"hold: utilization {forecast / capacity:.0%} of measured {capacity:.0f}/s"
         if forecast > self.target * capacity:  # more would be wanted: say why it is not
             reason += _ceiling_note(obs, obs.factor, task_rate)
+        elif forecast < self.down * capacity and _fitting(obs, task_rate, self.down, forecast) < obs.factor:
+            # less would do for the forecast, so the window's highest input held it (`_scale_down`)
+            reason += (f"; input {forecast:.0f}/s would fit less, but it reached {highest:.0f}/s "
+                       f"within the last {self.window / 60:.0f} min")
         if banded:
             reason += f", within the {self.up:.0%} scale-up band and nobody behind"
         return reason

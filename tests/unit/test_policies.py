@@ -1174,3 +1174,23 @@ def test_a_ramp_is_projected_no_further_than_it_has_lasted():
     longer = jump([*level, *[(100.0 + 1100.0 * k / 12, 100.0 + 1100.0 * k / 12) for k in range(1, 25)]],
                   factor=8, task_rate=98.6, partitions=4, tick=5.0)
     assert longer[-1].details["forecast"] > 2300 + 1100 / 60 * 62  # two minutes on: further than a minute
+
+
+def test_a_hold_below_the_scale_down_band_names_the_input_that_keeps_the_factor():
+    """`make demo` sat at 3% of factor 8 for minutes after its step, its reason the utilization
+    alone: the rate window's highest input held the factor, and the reason now says so; once it
+    leaves the window the peak memory's reason takes over."""
+    policy = load_policy("autosizer")
+    state = None
+    for t in range(0, 600, 15):
+        decision, state = policy.decide(observe(factor=8, input_rate=8000, task_rate=400, time=t), state)
+    reasons = []
+    for t in range(600, 1350, 15):
+        decision, state = policy.decide(observe(factor=8, input_rate=500, task_rate=400, time=t), state)
+        assert decision.factor == 8
+        reasons.append(decision.reason)
+    assert reasons[0] == ("hold: utilization 4% of measured 12800/s; input 500/s would fit less, "
+                          "but it reached 8000/s within the last 10 min")
+    assert reasons[-1] == "hold: input 500/s would fit less, but it reached 8000/s within 180 min"
+    steady, _ = policy.decide(observe(factor=8, input_rate=5000, task_rate=400))
+    assert steady.reason == "hold: utilization 39% of measured 12800/s"  # a factor below would not fit it
