@@ -4,8 +4,8 @@ the daemon's 1 s scrape).
 
 Run: .venv/bin/python benchmarks/bench_metrics.py [--repeat 5] [--against OTHER/autosizer/pipeline/metrics.py]
 
-Each layout's exporter is fed one batch (every task busy, records in every time bucket) and
-lag for every partition, then rendered as Prometheus renders a scrape (`generate_latest`).
+Each layout's exporter is fed one batch (every task busy, records in every time bucket, its
+saturated rate measured) and lag for every partition, then rendered as Prometheus renders a scrape (`generate_latest`).
 `--against` renders another revision's `metrics.py` (a worktree's) beside this one, the order
 flipped each round, and prints the ratio of their render times.
 """
@@ -13,6 +13,7 @@ flipped each round, and prints the ratio of their render times.
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,6 +21,7 @@ from revision import other_revision  # benchmarks/, run as a script
 
 from autosizer.elasticity import Layout
 from autosizer.pipeline import metrics as this_metrics
+from autosizer.pipeline.admission import Admission
 from autosizer.pipeline.slots import PROCESS_TIME_BUCKETS, TaskProgress
 
 LAYOUTS = ((8, 64), (64, 64))  # (partitions, factor): 512 and 4,096 virtual tasks
@@ -30,10 +32,19 @@ def fed(module, layout: Layout) -> CollectorRegistry:
     exporter, tasks = module.PipelineMetrics("bench"), layout.virtual_tasks()
     exporter.started(layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
     histogram = (1,) * (len(PROCESS_TIME_BUCKETS) + 1)
+    read = 10 * layout.factor
     progress = [TaskProgress(t.name, *sorted(t.partitions)[0], 10, records=10, process_ns=10**8,
-                             histogram=histogram, cpu_ns=10**8) for t in tasks]
-    exporter.observe_batch(progress, {t.name: 10**9 for t in tasks},
-                           {(p.task, p.topic, p.partition): p.next_offset for p in progress}, 1.0)
+                             histogram=histogram, busy_ns=10**8, owned=10, read=read, cpu_ns=10**8)
+                for t in tasks]
+    admission = Admission()  # what a running job's exporter holds: every task's measured rate
+    admission.observe(progress)
+    positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
+    if "wall_ns" in inspect.signature(exporter.observe_batch).parameters:  # before session 70
+        # which exported each task's share of its partition's input, kept by the admission then
+        admission.shares = {(p.task, p.topic, p.partition): p.owned / p.read for p in progress}
+        exporter.observe_batch(progress, {t.name: 10**9 for t in tasks}, positions, 1.0, admission=admission)
+    else:
+        exporter.observe_batch(progress, positions, 1.0, admission=admission)
     exporter.observe_lag({tp: 100 for tp in layout.partitions()}, {tp: 1.0 for tp in layout.partitions()})
     registry = CollectorRegistry()
     registry.register(exporter)

@@ -341,7 +341,7 @@ def drain(spark, config, layout: Layout, process, sink, records: int, start=None
     agent.close()
     capacity = job_capacity(agent.admission, layout)
     durations = [b - a for (a, _), (b, _) in zip(commits, commits[1:], strict=False)]
-    cpu_s = sum(agent.metrics.cpu_ns.values()) / 1e9
+    cpu_s = agent.metrics.cpu_ns / 1e9
     return Run(steady_rate(commits), capacity, len(commits), max(durations, default=0.0),
                cpu_s / max(1, sum(agent.metrics.records_in.values())),
                spark.sparkContext.defaultParallelism, agent.admission.duty(), settled_rate(commits),

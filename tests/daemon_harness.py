@@ -173,7 +173,7 @@ class Exporter(FedExporter):
                                      process_ns=int(0.25e9 * 0.9), histogram=histogram,
                                      cpu_ns=int(records * self.cpu_s * 1e9)) for t in tasks]
             positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
-            self.metrics.observe_batch(progress, {t.name: int(0.25e9) for t in tasks}, positions, 0.25)
+            self.metrics.observe_batch(progress, positions, 0.25)
             self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
                                       for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
 

@@ -72,7 +72,6 @@ class Admission:
     def __init__(self, config: AdmissionConfig | None = None):
         self.config = config or AdmissionConfig()
         self.rates: dict[str, float] = {}  # saturated records/s per virtual task
-        self.shares: dict[tuple[str, str, int], float] = {}  # task's share of a partition's input
         # Per partition and factor in FACTORS: the busiest key bucket's share of the input
         self.hot_shares: dict[TopicPartition, tuple[float, ...]] = {}
         self._seed: float | None = None  # the last median rate, kept across a rescale
@@ -113,9 +112,6 @@ class Admission:
                 self._count_shares(tp, p)
             records[p.task] = records.get(p.task, 0) + p.records
             busy[p.task] = busy.get(p.task, 0) + p.busy_ns
-            if p.read:
-                key = (p.task, p.topic, p.partition)
-                self.shares[key] = _smooth(self.shares.get(key), p.owned / p.read)
         cpu, done = sum(p.cpu_ns for p in progress_list), sum(records.values())
         if cpu and done:
             self.cpu_per_record = _smooth(self.cpu_per_record, cpu / 1e9 / done)
@@ -266,7 +262,6 @@ class Admission:
         names = {t.name for t in layout.virtual_tasks()}
         self._seed = self.typical_rate()
         self.rates = {t: r for t, r in self.rates.items() if t in names}
-        self.shares = {k: v for k, v in self.shares.items() if k[0] in names}
 
     def typical_rate(self) -> float | None:
         """The median measured saturated rate of a task, or None before any measurement."""

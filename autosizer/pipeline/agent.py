@@ -806,10 +806,8 @@ class PipelineAgent:
             return
         touched: set[str] = set()
         progress: list[TaskProgress] = []
-        wall_ns: dict[str, int] = {}
         slots: dict[int, SlotStats] = {}
         for row in rows:
-            wall_ns[row["task"]] = row["wall_ns"]
             slots[row["slot"]] = SlotStats(row["slot_records"], row["wall_ns"] / 1e9, row["read_ns"] / 1e9,
                                            row["read_rows"], row["busiest_ns"] / 1e9)
             marks = dict(zip(row["mark_residues"] or (), map(int, row["mark_offsets"] or ()), strict=True))
@@ -876,7 +874,7 @@ class PipelineAgent:
         self._last_trigger = trigger
         self._saturated_before = saturated
         self._write_plan(layout, cp)
-        self.metrics.observe_batch(progress, wall_ns, _positions(cp), time.perf_counter() - began,
+        self.metrics.observe_batch(progress, _positions(cp), time.perf_counter() - began,
                                    slots=slots, admission=self.admission)
         if self.on_batch is not None:
             self.on_batch(self, progress)

@@ -13,17 +13,17 @@ Series (labels in braces):
                                                            input between two reads, with no batch in it
   autosizer_pipeline_task_lag_records{task,topic,partition} high watermark - the task's position (the probe's)
   autosizer_pipeline_records_in_total{task,topic,partition} records the task processed
-  autosizer_pipeline_records_out_total{task}               outputs the task produced
+  autosizer_pipeline_records_out_total                     outputs the job produced
   autosizer_pipeline_process_seconds{task}                 summary (_sum, _count): user function time,
                                                            the records it ran on
   autosizer_pipeline_record_seconds                        histogram over every task: user function time
                                                            per record (per task it was 13 series a task
                                                            no query read: 61% of the exposition)
-  autosizer_pipeline_busy_ratio{task}                      threads busy on the task's lanes, on average
-                                                           over the last batch (above 1: several)
-  autosizer_pipeline_cpu_seconds_total{task}               CPU time the threads used on the task's lanes
-                                                           (their own clocks; with records_in, the CPU
-                                                           a record costs)
+  autosizer_pipeline_busy_threads                          threads in the user function, on average
+                                                           over the last batch
+  autosizer_pipeline_cpu_seconds_total                     CPU time the threads used on records (their
+                                                           own clocks; with records_in, the CPU a
+                                                           record costs)
   autosizer_pipeline_batch_duration_seconds                last micro-batch, read to commit
   autosizer_pipeline_batch_records                         records processed in the last batch
 
@@ -37,9 +37,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
   autosizer_pipeline_task_saturated_rate{task}             records/s one thread does on the task's
                                                            records while they are a backlog (records
                                                            / the threads' busy time on its lanes)
-  autosizer_pipeline_task_input_share{task,topic,partition} the task's share of the partition's input
-  autosizer_pipeline_task_pending_records{task,topic,partition} records the task left at the last
-                                                           batch's deadline (> 0: saturated)
+  autosizer_pipeline_pending_records{topic,partition}      records the partition's tasks left at the
+                                                           last batch's deadline (> 0: saturated)
   autosizer_pipeline_partition_capacity{topic,partition}   records/s the partition can take in key
                                                            order: a thread's rate / the busiest
                                                            thread's share (hot_share at the factor)
@@ -161,12 +160,12 @@ class PipelineMetrics(Collector):
         self.batches = 0
         self.batch_seconds = 0.0
         self.records_in: dict[tuple[str, str, int], int] = defaultdict(int)
-        self.records_out: dict[str, int] = defaultdict(int)
+        self.records_out = 0
         self.histograms: dict[str, list[int]] = {}
         self.process_ns: dict[str, int] = defaultdict(int)
-        self.cpu_ns: dict[str, int] = defaultdict(int)
+        self.cpu_ns = 0
         self.cores: int | None = None
-        self.busy: dict[str, float] = {}
+        self.busy_threads = 0.0
         self.positions: dict[tuple[str, str, int], int | None] = {}
         self.lag_positions: dict[tuple[str, str, int], int | None] = {}  # as the lag probe read them
         self.high_watermarks: dict[Partition, int] = {}
@@ -177,9 +176,8 @@ class PipelineMetrics(Collector):
             0, self.high_watermarks[tp] - position)
         self.batch_records = 0
         self.slots: dict[int, SlotStats] = {}
-        self.pending: dict[tuple[str, str, int], int] = {}
+        self.pending: dict[Partition, int] = {}
         self.saturated_rate: dict[str, float] = {}
-        self.input_share: dict[tuple[str, str, int], float] = {}
         self.capacity: dict[Partition, float] = {}
         self.spans: dict[Partition, int] = {}
         self.overhead_s: float | None = None
@@ -206,7 +204,7 @@ class PipelineMetrics(Collector):
             self.positions = dict(positions)
             self.lag_positions = dict(positions)  # the new tasks' lag, with the last probe's marks
 
-    def observe_batch(self, progress: list[TaskProgress], wall_ns: Mapping[str, int],
+    def observe_batch(self, progress: list[TaskProgress],
                       positions: Mapping[tuple[str, str, int], int | None], seconds: float,
                       slots: Mapping[int, SlotStats] | None = None,
                       admission: Admission | None = None) -> None:
@@ -215,10 +213,12 @@ class PipelineMetrics(Collector):
             self.batch_seconds = seconds
             self.batch_records = sum(p.records for p in progress)
             self.slots = dict(slots or {})
-            self.pending = {(p.task, p.topic, p.partition): p.pending for p in progress}
+            pending: dict[Partition, int] = defaultdict(int)
+            for p in progress:
+                pending[(p.topic, p.partition)] += p.pending
+            self.pending = dict(pending)
             if admission is not None and self.layout is not None:
                 self.saturated_rate = dict(admission.rates)
-                self.input_share = dict(admission.shares)
                 self.capacity = admission.partition_capacity(self.layout)
                 self.overhead_s = admission.overhead_s
                 self.read_s = admission.growing_read_s(self.layout.factor)
@@ -231,18 +231,16 @@ class PipelineMetrics(Collector):
                 self.job_capacity = job_capacity(admission, self.layout, self.cores)
                 self.spans = {tp: plan.span for tp, plan in admission.plan(
                     self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
-            busy: dict[str, int] = defaultdict(int)
             for p in progress:
                 self.records_in[(p.task, p.topic, p.partition)] += p.records
-                self.records_out[p.task] += p.outputs
+                self.records_out += p.outputs
                 self.process_ns[p.task] += p.process_ns
-                self.cpu_ns[p.task] += p.cpu_ns
-                busy[p.task] += p.process_ns
+                self.cpu_ns += p.cpu_ns
                 if p.histogram:
                     current = self.histograms.setdefault(p.task, [0] * len(p.histogram))
                     for i, count in enumerate(p.histogram):
                         current[i] += count
-            self.busy = {t: ns / wall_ns[t] if wall_ns.get(t) else 0.0 for t, ns in busy.items()}
+            self.busy_threads = sum(p.process_ns for p in progress) / (seconds * 1e9) if seconds > 0 else 0.0
             self.positions = dict(positions)
 
     def observe_commit(self, fill: float, latency_s: float) -> None:
@@ -347,11 +345,10 @@ class PipelineMetrics(Collector):
         for (task, topic, partition), value in sorted(self.records_in.items()):
             records_in.add_metric([task, topic, str(partition)], value)
         yield records_in
-        records_out = CounterMetricFamily("autosizer_pipeline_records_out",
-                                          "Outputs produced by a virtual task", labels=["task"])
-        for task, value in sorted(self.records_out.items()):
-            records_out.add_metric([task], value)
-        yield records_out
+        # What no query reads per task is exported per job or per partition (session 70): per
+        # task it was five series a task of the ten, and a scrape's cost grows with the tasks.
+        yield CounterMetricFamily("autosizer_pipeline_records_out", "Outputs the job produced",
+                                  value=self.records_out)
         # Per task the daemon reads the time and the records it ran on (`task_busy`,
         # `task_process_seconds`); the distribution is one histogram over the job: per task its
         # buckets were 13 series a task that nothing read, and the scrape's cost grows with the
@@ -371,17 +368,11 @@ class PipelineMetrics(Collector):
             buckets.append(("+Inf" if edge == float("inf") else repr(edge), cumulative))
         yield HistogramMetricFamily("autosizer_pipeline_record_seconds", "User function time per record, over "
                                     "every task", buckets=buckets, sum_value=seconds)
-        cpu = CounterMetricFamily("autosizer_pipeline_cpu_seconds",
-                                  "CPU time the threads used on a virtual task's records", labels=["task"])
-        for task, ns in sorted(self.cpu_ns.items()):
-            cpu.add_metric([task], ns / 1e9)
-        yield cpu
-        busy = GaugeMetricFamily("autosizer_pipeline_busy_ratio",
-                                 "Threads in the user function on a virtual task's records, on average over the last batch",
-                                 labels=["task"])
-        for task, value in sorted(self.busy.items()):
-            busy.add_metric([task], value)
-        yield busy
+        yield CounterMetricFamily("autosizer_pipeline_cpu_seconds", "CPU time the threads used on records",
+                                  value=self.cpu_ns / 1e9)
+        yield GaugeMetricFamily("autosizer_pipeline_busy_threads",
+                                "Threads in the user function, on average over the last batch",
+                                value=self.busy_threads)
         yield GaugeMetricFamily("autosizer_pipeline_batch_duration_seconds",
                                 "Last micro-batch, from read to commit", value=self.batch_seconds)
         yield GaugeMetricFamily("autosizer_pipeline_batch_records",
@@ -424,17 +415,11 @@ class PipelineMetrics(Collector):
         for task, value in sorted(self.saturated_rate.items()):
             rate.add_metric([task], value)
         yield rate
-        share = GaugeMetricFamily("autosizer_pipeline_task_input_share",
-                                  "A virtual task's share of its partition's input",
-                                  labels=["task", "topic", "partition"])
-        for (task, topic, partition), value in sorted(self.input_share.items()):
-            share.add_metric([task, topic, str(partition)], value)
-        yield share
-        pending = GaugeMetricFamily("autosizer_pipeline_task_pending_records",
-                                    "Records a virtual task left at the last batch's deadline",
-                                    labels=["task", "topic", "partition"])
-        for (task, topic, partition), value in sorted(self.pending.items()):
-            pending.add_metric([task, topic, str(partition)], value)
+        pending = GaugeMetricFamily("autosizer_pipeline_pending_records",
+                                    "Records a partition's virtual tasks left at the last batch's deadline",
+                                    labels=["topic", "partition"])
+        for (topic, partition), value in sorted(self.pending.items()):
+            pending.add_metric([topic, str(partition)], value)
         yield pending
         capacity = GaugeMetricFamily("autosizer_pipeline_partition_capacity",
                                      "Records/s a partition can take in key order (busiest thread bound)",

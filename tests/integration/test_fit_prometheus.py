@@ -49,8 +49,7 @@ class Saturated(FedExporter):
                                              process_ns=int(busy * 1e9), read=read,
                                              hottest=tuple(read / f for f in FACTORS)))
             self.admission.observe(progress)
-            self.metrics.observe_batch(progress, {t.name: int(DEADLINE * 1e9) for t in tasks},
-                                       {(p.task, p.topic, p.partition): p.next_offset for p in progress},
+            self.metrics.observe_batch(progress, {(p.task, p.topic, p.partition): p.next_offset for p in progress},
                                        DEADLINE, admission=self.admission)
             self.fed.append((round(0.05 + len(self.fed) % 10 / 10, 2), round(0.2 + len(self.fed) * 1e-3, 3)))
             self.metrics.observe_commit(*self.fed[-1])

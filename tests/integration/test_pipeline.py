@@ -311,10 +311,21 @@ def test_metrics_endpoint_and_consumer_group_show_the_real_lag(pipeline, broker,
         # the records' times: per task their sum and count, the distribution one histogram of the job
         assert value(before, "autosizer_pipeline_record_seconds_count") == 200
         assert "autosizer_pipeline_process_seconds_bucket" not in before
-        assert len(before["autosizer_pipeline_busy_ratio"]) == 4
-        # the CPU the records cost, per task, and the cores the slots share (local[2] in tests)
-        assert len(before["autosizer_pipeline_cpu_seconds_total"]) == 4
+        # what no query reads per task is one series of the job (or of a partition): the outputs,
+        # the threads busy in the last batch, the CPU the records cost, and the records left at
+        # the deadline; the cores the slots share (local[2] in tests)
+        assert len(before["autosizer_pipeline_records_out_total"]) == 1
+        assert len(before["autosizer_pipeline_busy_threads"]) == 1
+        assert value(before, "autosizer_pipeline_busy_threads") > 0
+        assert len(before["autosizer_pipeline_cpu_seconds_total"]) == 1
         assert value(before, "autosizer_pipeline_cpu_seconds_total") > 0
+        assert {(s.labels["topic"], s.labels["partition"]) for s in before["autosizer_pipeline_pending_records"]} \
+            == {("orders", "0"), ("orders", "1")}
+        per_task = {name for name, samples in before.items() if any("task" in s.labels for s in samples)}
+        # per task only what the daemon reads (and the saturated rate, once a backlog measures it)
+        assert per_task - {"autosizer_pipeline_task_saturated_rate"} == {
+            "autosizer_pipeline_task_lag_records", "autosizer_pipeline_records_in_total",
+            "autosizer_pipeline_process_seconds_sum", "autosizer_pipeline_process_seconds_count"}
         assert value(before, "autosizer_pipeline_cores") == agent.spark.sparkContext.defaultParallelism
         # each slot's wait for its records (the source's part of a batch), inside the batch's time
         reads = [s.value for s in before["autosizer_pipeline_slot_read_seconds"]]
