@@ -34,14 +34,14 @@ def fed(module, layout: Layout) -> CollectorRegistry:
     histogram = (1,) * (len(PROCESS_TIME_BUCKETS) + 1)
     read = 10 * layout.factor
     progress = [TaskProgress(t.name, *sorted(t.partitions)[0], 10, records=10, process_ns=10**8,
-                             histogram=histogram, busy_ns=10**8, owned=10, read=read, cpu_ns=10**8)
+                             histogram=histogram, busy_ns=10**8, read=read, cpu_ns=10**8)
                 for t in tasks]
     admission = Admission()  # what a running job's exporter holds: every task's measured rate
     admission.observe(progress)
     positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
     if "wall_ns" in inspect.signature(exporter.observe_batch).parameters:  # before session 70
         # which exported each task's share of its partition's input, kept by the admission then
-        admission.shares = {(p.task, p.topic, p.partition): p.owned / p.read for p in progress}
+        admission.shares = {(p.task, p.topic, p.partition): 1 / layout.factor for p in progress}
         exporter.observe_batch(progress, {t.name: 10**9 for t in tasks}, positions, 1.0, admission=admission)
     else:
         exporter.observe_batch(progress, positions, 1.0, admission=admission)

@@ -64,7 +64,7 @@ PROGRESS_SCHEMA = pa.schema(
         # next_offset in decimal: a Kinesis sequence number outgrows int64
         ("next_offset", pa.string()), ("records", pa.int64()), ("outputs", pa.int64()),
         ("process_ns", pa.int64()), ("wall_ns", pa.int64()), ("slot", pa.int32()),
-        ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()), ("owned", pa.int64()),
+        ("histogram", pa.list_(pa.int64())), ("busy_ns", pa.int64()),
         ("pending", pa.int64()), ("read", pa.int64()), ("slot_records", pa.int64()),
         ("hottest", pa.list_(pa.float64())),
         # lanes the deadline cut above next_offset: residues of h mod modulus, their offsets
@@ -786,7 +786,7 @@ class PipelineAgent:
                 [{"task": p.task, "topic": p.topic, "partition": p.partition,
                   "next_offset": str(p.next_offset), "records": p.records, "outputs": p.outputs,
                   "process_ns": p.process_ns, "wall_ns": result.wall_ns, "slot": slot_id,
-                  "histogram": list(p.histogram), "busy_ns": p.busy_ns, "owned": p.owned,
+                  "histogram": list(p.histogram), "busy_ns": p.busy_ns,
                   "pending": p.pending, "read": p.read, "slot_records": result.records,
                   "hottest": list(p.hottest), "mark_residues": list(p.marks),
                   "mark_offsets": [str(v) for v in p.marks.values()], "modulus": p.modulus,
@@ -815,13 +815,12 @@ class PipelineAgent:
                 cp.advance(row["task"], row["topic"], row["partition"], int(row["next_offset"]),
                            marks, row["modulus"])
             touched.add(row["task"])
-            progress.append(TaskProgress(row["task"], row["topic"], row["partition"],
-                                         int(row["next_offset"]), row["records"], row["outputs"],
-                                         row["process_ns"], tuple(row["histogram"] or ()),
-                                         row["busy_ns"], row["owned"], row["pending"], row["read"],
-                                         tuple(row["hottest"] or ()), marks, row["modulus"],
-                                         row["cpu_ns"], tuple(zip(row["share_residues"] or (),
-                                                                  row["share_counts"] or (), strict=True))))
+            progress.append(TaskProgress(
+                row["task"], row["topic"], row["partition"], int(row["next_offset"]), records=row["records"],
+                outputs=row["outputs"], process_ns=row["process_ns"], histogram=tuple(row["histogram"] or ()),
+                busy_ns=row["busy_ns"], pending=row["pending"], read=row["read"],
+                hottest=tuple(row["hottest"] or ()), marks=marks, modulus=row["modulus"], cpu_ns=row["cpu_ns"],
+                residues=tuple(zip(row["share_residues"] or (), row["share_counts"] or (), strict=True))))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
         sink.finalize(generation, batch)

@@ -119,8 +119,7 @@ class TaskProgress:
 
     `next_offset` is the first offset some lane of the task did not process; lanes that got
     further are `marks` (residue of `h mod modulus` -> its first unprocessed offset), empty when
-    every lane finished. `owned` counts the records of the task's keys among everything read from
-    the partition (its share of the input); `pending` counts those it accepted but left for the
+    every lane finished. `pending` counts the records it accepted but left for the
     next batch because the deadline came first (`pending > 0` means the task was saturated);
     `busy_ns` is the wall time threads spent on its lanes, so records / busy time is the rate of
     one thread on its records while they had a backlog; `cpu_ns` is the CPU time those threads
@@ -137,9 +136,8 @@ class TaskProgress:
     process_ns: int = 0
     histogram: tuple[int, ...] = ()
     busy_ns: int = 0
-    owned: int = 0
     pending: int = 0
-    read: int = 0  # every record read from the partition in this batch, the share's denominator
+    read: int = 0  # every record read from the partition in this batch
     # Per factor in FACTORS: records the partition's busiest thread must process at that factor
     # (its busiest lane, or an even share), among the `read` ones. What a controller needs to
     # know what a rescale would buy (`elasticity.lanes.busiest_workers`).
@@ -454,7 +452,6 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
         )
         residues = np.bincount((hashes & np.uint64(MAX_FACTOR - 1)).astype(np.int64),
                                minlength=MAX_FACTOR)
-        owned = residues.reshape(-1, layout.factor).sum(axis=0)
         hottest = busiest_workers(residues)
         few = np.flatnonzero(residues)
         small = tuple(zip(few.tolist(), residues[few].tolist(), strict=True)) if len(offsets) < MIN_SHARE_READ else ()
@@ -462,8 +459,7 @@ def _accept(table: pa.Table, checkpoints: Checkpoints) -> tuple[dict[str, list[_
         end = int(offsets[-1]) + 1
         for task in layout.readers(topic, partition):
             mask = checkpoints.accept_mask(task.name, topic, partition, offsets, hashes)
-            stats = TaskProgress(task.name, topic, partition, end, owned=int(owned[task.bucket]),
-                                 read=len(offsets), hottest=hottest, residues=small)
+            stats = TaskProgress(task.name, topic, partition, end, read=len(offsets), hottest=hottest, residues=small)
             progress[(task.name, topic, partition)] = stats
             if mask.any():
                 lanes = lanes_of[mask]

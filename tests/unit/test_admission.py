@@ -19,12 +19,11 @@ from autosizer.pipeline.admission import (
 from autosizer.pipeline.slots import TaskProgress
 
 
-def batch(layout: Layout, rate: float, seconds: float = 1.0, shares: dict[int, float] | None = None):
+def batch(layout: Layout, rate: float, seconds: float = 1.0):
     """One batch in which every task worked `seconds` at `rate` records/s."""
-    read = 1000
     return [
         TaskProgress(t.name, "orders", 0, 0, records=int(rate * seconds), busy_ns=int(seconds * 1e9),
-                     owned=int(read * (shares or {}).get(t.bucket, 1 / layout.factor)), read=read)
+                     read=1000)
         for t in layout.virtual_tasks()
     ]
 
@@ -71,8 +70,8 @@ def test_capacity_is_set_by_the_busiest_thread_not_the_busiest_bucket():
     layout = Layout(topics={"orders": 1}, factor=2)
     for busiest, capacity in ((800, 125), (500, 200)):
         admission = Admission()
-        progress = batch(layout, rate=100, shares={0: 0.8, 1: 0.2})  # bucket 0 holds 80%
-        for p in progress:
+        progress = batch(layout, rate=100)
+        for p in progress:  # bucket 0 holds 80% of the partition's input in one lane, or its lanes share it
             p.hottest = tuple(1000.0 if f == 1 else float(busiest) for f in FACTORS)
         admission.observe(progress)
         # One lane with 80% of the input must run on one thread at 100/s: 125/s in key order.
