@@ -593,6 +593,7 @@ class _Model:
         before = job.weights * input_before > 0
         known = np.array(job.hot_shares_known_at_start) if job.hot_shares_known_at_start else before
         self.shares_known = known | (not job.batch_seconds)
+        self.all_known = bool(self.shares_known.all())  # asked every tick: kept, not recomputed
         self.hot_table = self._shown_shares()
         self.ceiling = job.cpu_ceiling()
         self._tasks: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -825,12 +826,13 @@ class _Model:
         waited on the step's first tick and sized a tick later; runs 72-80 had them from the
         start (their first batches read the backlog built while Spark started), which a fitted
         run records (`JobModel.hot_shares_known_at_start`)."""
-        if self.shares_known.all():
+        if self.all_known:
             return  # nothing left to learn: most of a run's ticks
         since_start = self.cum[now + self.tick] - self.cum[self.tick]  # the rates begin a tick early (the lead-in)
         newly = ~self.shares_known & (self.weights * since_start >= MIN_SHARE_READ)
         if newly.any():
             self.shares_known |= newly
+            self.all_known = bool(self.shares_known.all())
             self.hot_table = self._shown_shares()
 
     def observe(self, block: _Block, k: int, factor: int, time: float, since: float) -> Observation:
@@ -842,10 +844,11 @@ class _Model:
         self.overhead_measured = self.overhead_measured or k >= block.overhead_tick
         return Observation(
             self.origin + time, factor,
-            PartitionStats(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
-                           dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
-            TaskStats(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
-                      dict(zip(TASK_COLUMNS, t_totals, strict=True))),
+            # the columns are the engine's own float64 rows: built without the checks (`_unchecked`)
+            PartitionStats.unchecked(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
+                                     dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
+            TaskStats.unchecked(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
+                                dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.downtime_seen,
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
             # until the pipeline measures a batch's fixed cost the daemon reads the commit latency
@@ -857,7 +860,8 @@ class _Model:
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
-            watermarks=Watermarks(self.names, block.marks[k], np.full(len(self.names), self.origin + time - block.marks_age[k])))
+            watermarks=Watermarks.unchecked(self.names, block.marks[k],
+                                            np.full(len(self.names), self.origin + time - block.marks_age[k])))
 
     def _duties(self) -> np.ndarray | None:
         """`JobModel.shown_duties`, once per state (a week asks 40,000 times)."""

@@ -1560,3 +1560,28 @@ def test_a_scale_up_after_a_merge_halved_the_capacity_is_counted_from_the_merge(
                    layout_weights=((0.0, 0.0, 1.0),))
     run = simulate(workloads.constant(150, seconds=1200, noise=0), job, Fixed(1), tick_s=15)
     assert score(run).scale_up_delay_s == 600
+
+
+def test_the_engines_unchecked_observations_hold_what_the_checked_constructors_accept():
+    """The engine builds its stats without the constructors' checks (three a tick, 40,000 ticks a
+    week: a fifth of a `fixed` week's time). Every column it hands over is one the checked
+    constructor takes as it is: float64 (the task's partition int64), one value per name."""
+    seen = []
+
+    class Checking:
+        name = "checking"
+
+        def decide(self, obs, state=None):
+            for stats in (obs.partitions, obs.tasks, obs.watermarks):
+                fields = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
+                checked = type(stats)(**fields)  # raises where a column has the wrong length
+                for name, value in fields.items():
+                    if isinstance(value, np.ndarray):
+                        assert getattr(checked, name) is value, (type(stats).__name__, name, value.dtype)
+            seen.append(obs.factor)
+            factor = 8 if len(seen) == 20 else obs.factor  # a rescale: the new layout's columns too
+            return Decision(factor, "checking"), state
+
+    simulate(workloads.step(before=100, after=2000, at=300, seconds=900), JobModel(partitions=4, start_factor=2),
+             Checking())
+    assert seen.count(2) == 20 and seen.count(8) > 20
