@@ -38,7 +38,9 @@ def test_keeping_up_counts_the_lag_against_the_input_of_the_last_two_seconds():
 def test_a_blip_after_catching_up_is_reported_beside_when_it_caught_up():
     """Session 40's `make demo`: caught up 21 s after the step (after the backlog's peak; its
     first seconds read over, under, far over), then one second at 2.0 s of input 115 s after it,
-    which "for good" alone reported as 116 s to catch up."""
+    which "for good" alone reported as 116 s to catch up. The backlog at the end is the least of
+    the last 5 s (the gauge saws with each batch): one second over as the step ends is a batch in
+    flight, five are a backlog."""
     from examples.loadgen import keep_up_verdict
 
     def lag(t: int) -> float:
@@ -51,9 +53,15 @@ def test_a_blip_after_catching_up_is_reported_beside_when_it_caught_up():
     assert ok, verdict
     assert ("lag back under 2 s of input 21 s after the step; over it again in 2 of the 98 s after, "
             "at most 2.1 s of input, back for good 116 s after the step") in verdict
-    timeline[int(STEP_AT + STEP_S) - 1]["lag"] = 9_000.0  # and over it as the step ends
+    timeline[int(STEP_AT + STEP_S) - 1]["lag"] = 9_000.0  # and over it as the step ends: a batch in flight
     ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
-    assert not ok and "over it again in 3 of the 98 s after, and when the step ended" in verdict
+    assert ok and "over it again in 3 of the 98 s after, and when the step ended" in verdict
+    assert "backlog at the end of the 120 s step 0.8 s of input" in verdict  # the least of the last 5 s
+    for t in range(int(STEP_AT + STEP_S) - 5, int(STEP_AT + STEP_S)):  # over it all the last 5 s: behind
+        timeline[t]["lag"] = 3_000.0
+    ok, verdict = keep_up_verdict(timeline, STEP_AT, STEP_S)
+    assert not ok and "over it again in 6 of the 98 s after, and when the step ended" in verdict
+    assert "backlog at the end of the 120 s step 2.5 s of input" in verdict
 
 
 def test_a_day_of_a_real_trace_is_pressed_into_the_high_phase_between_low_and_high():
