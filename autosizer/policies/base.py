@@ -53,7 +53,7 @@ def _as_columns(stats: Any, rows: str, dtypes: Mapping[str, Any]) -> None:
 def _unchecked(cls: type, fields: dict[str, Any]) -> Any:
     """An instance of a frozen stats dataclass from columns its caller built itself, as float64
     arrays of the right length, without `_as_columns`' checks: the simulator builds three a
-    tick, 40,000 ticks a week, and the checks and the generated `__init__` were half of its
+    tick, 40,000 ticks a week, and the checks and the generated `__init__` were about half of its
     observation's cost. Input from anywhere else goes through the checked constructor."""
     made = object.__new__(cls)
     made.__dict__.update(fields)
