@@ -213,10 +213,6 @@ class PipelineMetrics(Collector):
             self.batch_seconds = seconds
             self.batch_records = sum(p.records for p in progress)
             self.slots = dict(slots or {})
-            pending: dict[Partition, int] = defaultdict(int)
-            for p in progress:
-                pending[(p.topic, p.partition)] += p.pending
-            self.pending = dict(pending)
             if admission is not None and self.layout is not None:
                 self.saturated_rate = dict(admission.rates)
                 self.capacity = admission.partition_capacity(self.layout)
@@ -231,16 +227,21 @@ class PipelineMetrics(Collector):
                 self.job_capacity = job_capacity(admission, self.layout, self.cores)
                 self.spans = {tp: plan.span for tp, plan in admission.plan(
                     self.layout, {tp: 0 for tp in self.layout.partitions()}).items()}
+            pending: dict[Partition, int] = defaultdict(int)
+            working_ns = 0
             for p in progress:
                 self.records_in[(p.task, p.topic, p.partition)] += p.records
                 self.records_out += p.outputs
                 self.process_ns[p.task] += p.process_ns
                 self.cpu_ns += p.cpu_ns
+                pending[(p.topic, p.partition)] += p.pending
+                working_ns += p.process_ns
                 if p.histogram:
                     current = self.histograms.setdefault(p.task, [0] * len(p.histogram))
                     for i, count in enumerate(p.histogram):
                         current[i] += count
-            self.busy_threads = sum(p.process_ns for p in progress) / (seconds * 1e9) if seconds > 0 else 0.0
+            self.pending = dict(pending)
+            self.busy_threads = working_ns / (seconds * 1e9) if seconds > 0 else 0.0
             self.positions = dict(positions)
 
     def observe_commit(self, fill: float, latency_s: float) -> None:
