@@ -140,6 +140,7 @@ class AutosizerState:
     lowered: float = -math.inf  # and down
     planned_peak: float = 0.0  # the highest input since `planned_up`
     missed: int | None = None  # the job's day on which a step up ahead of the input was not needed
+    capacity: float = 0.0  # the capacity measured at `factor` last tick: a scale-up's "before"
 
 
 class AutosizerPolicy:
@@ -229,7 +230,7 @@ class AutosizerPolicy:
             return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
                 peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered,
-                planned_peak, missed)
+                planned_peak, missed, capacity)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -305,8 +306,7 @@ class AutosizerPolicy:
             elif first_days:  # sized for a day's peak still to come: give it the hour
                 planned_up, planned_peak = obs.time, arriving
         elif lag > 0 and _behind(obs, max(10.0, 2 * obs.restart_downtime_s)):
-            wish, reason = current, ("hold: catching up, never scale down during backlog"
-                                     f"{_ceiling_note(obs, current, task_rate)}")
+            wish, reason = current, _behind_reason(obs, forecast, lag, capacity, task_rate)
         else:
             wish, reason = self._lower(obs, task_rate, forecast, max(rates), peaks, planned, planned_up, raised)
             if wish == current and not reason:
@@ -618,7 +618,11 @@ def _trial_of(obs: Observation, last: AutosizerState) -> tuple[int, int, float, 
     capacity measured before it."""
     if last.factor is None or obs.factor <= last.factor or not last.task_rate:
         return None
-    measured = obs.capacity(last.factor, last.task_rate)
+    # The capacity measured before the rescale, not the old factor's as this tick measures it:
+    # a rate window that holds the restart reads the CPU a record costs high, and the CPU-bound
+    # demo's first tick at 2 put factor 1 at 363/s where it had measured 454/s and done 499/s
+    # (a scale-up that bought nothing read +43%).
+    measured = last.capacity or obs.capacity(last.factor, last.task_rate)
     before = min(median(last.backlog_rates), measured) if last.backlog_rates else measured
     return (last.factor, obs.factor, before, last.task_rate) if before > 0 else None
 
@@ -659,6 +663,21 @@ def _behind(obs: Observation, seconds: float) -> bool:
     waiting = parts.lag_records >= seconds * np.where(inputs > 0, inputs, 0.0)
     waiting &= parts.lag_records > 0
     return bool((waiting & ~(ages < seconds)).any())
+
+
+def _behind_reason(obs: Observation, forecast: float, lag: float, capacity: float, task_rate: float) -> str:
+    """Why a job behind holds its factor: it is catching up there, and a scale-down would slow
+    that (FLINK-31318's vicious cycle); or it is falling further behind and no factor takes
+    more. Said apart: the CPU-bound demo's lag grew by 600/s for a minute while every reason
+    read "catching up"."""
+    note = _ceiling_note(obs, obs.factor, task_rate)
+    if forecast < capacity:
+        return (f"hold: catching up on lag {lag:.0f} at {capacity - forecast:.0f}/s over the input, "
+                f"never scale down during backlog{note}")
+    # the note says why no factor keeps up (the cores, the keys); where it is silent, say that much
+    none = ", and no factor keeps up" if not note and _top_factor(obs, task_rate) <= obs.factor else ""
+    return (f"hold: falling behind: input {forecast:.0f}/s over the {capacity:.0f}/s measured at "
+            f"{obs.factor}{none}{note}")
 
 
 def _top_factor(obs: Observation, task_rate: float) -> int:

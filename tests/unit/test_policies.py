@@ -258,6 +258,25 @@ def test_a_scale_up_is_judged_on_the_median_tick_under_backlog_not_on_one():
     assert "measured throughput under backlog 400/s before, 380/s after" in decision.reason
 
 
+def test_a_scale_up_is_judged_against_the_capacity_measured_before_it_not_on_its_first_tick():
+    """The CPU-bound demo (run c1): factor 1 measured 454/s and did about 500/s under backlog;
+    the first tick at 2 read the CPU a record costs over a rate window holding the restart, which
+    put factor 1 at 363/s. Judged against that, a scale-up that bought nothing read +43% and
+    stayed; judged against what was measured before it, it goes back."""
+    policy = load_policy("autosizer")
+    behind = dict(input_rate=1000, lag=60_000)
+    state = None
+    for t in (0, 5, 10, 15):
+        decision, state = policy.decide(observe(factor=1, time=t, processed=500, task_rate=130,
+                                                cpu_ceiling=700, **behind), state)
+    assert decision.factor == 2, decision.reason
+    for since, ceiling in ((1, 388), (35, 700), (45, 700), (55, 700), (65, 700)):
+        decision, state = policy.decide(observe(factor=2, time=15 + since, since_rescale_s=since, processed=500,
+                                                task_rate=65, cpu_ceiling=ceiling, **behind), state)
+    assert decision.factor == 1, decision.reason
+    assert "measured throughput under backlog 500/s before, 500/s after" in decision.reason
+
+
 def judged(before: dict, after: dict) -> Decision:
     """The default policy's decision 100 s (settled) after a rescale from `before` to `after`."""
     policy = load_policy("autosizer")
@@ -395,6 +414,9 @@ def test_autosizer_goes_straight_to_the_factor_where_the_measured_cores_cap_the_
     # never quite reach (1 -> 2 promised +16% there and measured -32%): it holds, and says why.
     held, _ = policy.decide(observe(cpu_ceiling=1600 / 0.84, **behind))
     assert held.factor == 1 and "the cores cap the job" in held.reason
+    # and the lag grows there: the hold says so, not that the job is catching up (the CPU-bound
+    # demo read "catching up" for a minute while its lag grew by 600/s)
+    assert held.reason.startswith("hold: falling behind: input 9000/s over the 1600/s measured at 1;")
     obs = observe(cpu_ceiling=3200.0, duty=0.5)
     assert obs.capacity(1, 400) == pytest.approx(0.5 * 1600)  # below the cap: the tasks' own
     assert obs.capacity(4, 400) == pytest.approx(0.5 * 3200)  # capped: duty x the cores' rate
@@ -417,7 +439,7 @@ def test_autosizer_never_scales_down_while_catching_up_and_leaves_a_hot_key_out(
     policy = load_policy("autosizer")
     backlog = observe(factor=8, input_rate=100, task_rate=400, busy=1.0, lag=50_000)
     decision, _ = policy.decide(backlog)
-    assert decision.factor == 8 and "catching up" in decision.reason
+    assert decision.factor == 8 and decision.reason.startswith("hold: catching up on lag 50000 at ")
     quiet, _ = policy.decide(observe(factor=8, input_rate=100, task_rate=400, busy=0.1))
     assert quiet.factor == 1
     # One task holds 90% of the lag: more buckets cannot split its key, so it is left out.
