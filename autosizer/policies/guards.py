@@ -55,6 +55,10 @@ class Guards:
     def apply(
         self, observation: Observation, wish: Decision, state: GuardState | None = None
     ) -> tuple[Decision, GuardState]:
+        """The decision to act on, and the state the next tick starts from. A hold that a guard
+        makes of a wish to move (the cooldown, the lazy scale-down) says what the policy wanted
+        and why: the CPU-bound demo's journal read "hold: cooldown, 71s since the last rescale <
+        300s" for four minutes while its policy had judged the scale-up useless (session 71)."""
         state = state or GuardState()
         current = observation.factor
         problems = observation.problems()
@@ -83,13 +87,14 @@ class Guards:
             # the time waited rounded down, the limit as set: rounded, 299.7 s of a 300 s cooldown
             # read "300s < 300s", a reason that contradicts itself
             return Decision(current, f"hold: cooldown, {math.floor(observation.since_rescale_s)}s since the "
-                                     f"last rescale < {_limit(cooldown)}s", details), state
+                                     f"last rescale < {_limit(cooldown)}s; wants {target}: {wish.reason}",
+                            details), state
         if target < current:
             since = state.scale_down_since if state.scale_down_since is not None else observation.time
             waited = observation.time - since
             if waited < self.scale_down_delay_s:
                 return (Decision(current, f"hold: scale-down to {target} wanted for {math.floor(waited)}s "
-                                          f"< {_limit(self.scale_down_delay_s)}s", details),
+                                          f"< {_limit(self.scale_down_delay_s)}s: {wish.reason}", details),
                         replace(state, scale_down_since=since))
         reason = wish.reason
         if undo and observation.since_rescale_s < min(self.cooldown_s, self.overload_cooldown_s):

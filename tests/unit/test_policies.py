@@ -216,7 +216,18 @@ def test_a_holds_reason_never_reads_its_wait_as_already_done():
     guards, state = Guards(cooldown_s=0, scale_down_delay_s=20.4), None
     for t in (0.0, 19.9996):
         down, state = guards.apply(observe(factor=8, time=t), Decision(1, "less"), state)
-    assert down.factor == 8 and down.reason == "hold: scale-down to 1 wanted for 19s < 20.4s"
+    assert down.factor == 8 and down.reason == "hold: scale-down to 1 wanted for 19s < 20.4s: less"
+
+
+def test_a_guards_hold_of_a_wish_to_move_says_what_the_policy_wanted_and_why():
+    """The CPU-bound demo at the shipped clocks: its policy judged 1 -> 2 useless and wanted 1,
+    and for four minutes the journal read only "hold: cooldown, 71s since the last rescale <
+    300s"."""
+    verdict = "scale-up 1 -> 2: measured throughput under backlog 450/s before, 458/s after: back to 1"
+    held = Guards(cooldown_s=300).apply(observe(factor=2, since_rescale_s=71.4), Decision(1, verdict))[0]
+    assert held.factor == 2
+    assert held.reason == f"hold: cooldown, 71s since the last rescale < 300s; wants 1: {verdict}"
+    assert held.details["wish"] == 1 and held.details["policy"] == verdict
 
 
 def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_ceiling():
