@@ -387,6 +387,11 @@ def test_a_scale_up_says_where_a_batchs_read_leaves_the_tasks_less_time():
     assert up.details["capacity"] == pytest.approx(float(one) * 100 * 4)
     flat, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400, duty=float(duties[0])))
     assert "tasks work" not in flat.reason
+    # A difference that whole percents hide is given to a tenth (run k24 read "93% there, 93% at 1").
+    near = np.array([0.928] + [0.934] * (len(FACTORS) - 1))
+    close, _ = policy.decide(observe(factor=1, input_rate=1200, task_rate=100, processed=400, duty=0.928,
+                                     duties=near))
+    assert "tasks work 93.4% of a batch's time there, 92.8% at 1: the read grows" in close.reason, close.reason
 
 
 def test_autosizer_sizes_by_the_hottest_bucket_and_the_batch_overhead():
