@@ -237,8 +237,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     for i, r in enumerate(sorted([*run.rescales, *run.adoptions], key=lambda r: r.time)):
         restart = job.restart_s(i)  # the run's own restarts, in order
         what = "expansion adopted:" if id(r) in adoptions else f"rescale {r.old} -> {r.new}:"
-        print(f"simulated {what} decided {r.time} s, first commit in second "
-              f"{_first_commit(run.lag_records, r.time)} (restart {restart:.2f} s), done by "
+        print(f"simulated {what} decided {r.time} s (restart {restart:.2f} s), done by "
               f"{r.done:.1f} s (its first commit{_checked(r.new < r.old)})"
               + ("" if id(r) in adoptions else f"\n  {r.reason}"))
     goal = all(0.8 <= s / r <= 1.2 for r, s in ((real.sum(), sim.sum()), (real.max(), probed)) if r)
@@ -357,13 +356,6 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
     print(f"batch duration (s), the high phase's second half ({int(late.sum())} s): real mean "
           f"{real[late].mean():.2f} (longest {real[late].max():.2f}), simulated {sim[late].mean():.2f} "
           f"(longest {sim[late].max():.2f}), sim / real {sim[late].mean() / real[late].mean():.2f}")
-
-
-def _first_commit(lag_records: np.ndarray, after: int) -> int | None:
-    """The first second after `after` in which the simulated backlog fell: between commits it
-    only grows (arrivals), so a fall is a commit."""
-    falls = np.flatnonzero(np.diff(lag_records[after:]) < 0)
-    return int(after + falls[0] + 1) if falls.size else None
 
 
 def main() -> None:
