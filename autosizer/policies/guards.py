@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 
 from autosizer.elasticity import validate_factor
-from autosizer.policies.base import Decision, Observation
+from autosizer.policies.base import Decision, Observation, Watermarks
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class GuardState:
     # the factor the last change these guards let through scaled down to (None: it scaled up,
     # or none is known, as after a daemon restart)
     scaled_down_to: int | None = None
+    watermarks: Watermarks | None = None  # the partitions' high watermarks last tick
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Guards:
         and why: the CPU-bound demo's journal read "hold: cooldown, 71s since the last rescale <
         300s" for four minutes while its policy had judged the scale-up useless (session 71)."""
         state = state or GuardState()
+        earlier = state.watermarks
+        state = replace(state, watermarks=observation.watermarks or earlier)
         current = observation.factor
         problems = observation.problems()
         if observation.age_s > self.max_age_s:
@@ -78,7 +81,7 @@ class Guards:
             reason = wish.reason if wish.reason.startswith("hold") else f"hold: {wish.reason}"
             return Decision(current, reason, details), state
         cooldown, undo = self.cooldown_s, False
-        if target > current and _overloaded(observation):
+        if target > current and _overloaded(observation, earlier):
             # The backlog grows every second. If the rescale that started the cooldown was a
             # scale-down to this factor, that step was the mistake: undo it at once.
             undo = wish.undo_scale_down and state.scaled_down_to == current
@@ -101,13 +104,20 @@ class Guards:
             reason += (f"; undoes the scale-down to {current} {observation.since_rescale_s:.0f}s ago at once: "
                        f"the input exceeds its capacity")
         return Decision(target, reason, details), GuardState(
-            scaled_down_to=target if target < current else None)
+            scaled_down_to=target if target < current else None, watermarks=state.watermarks)
 
 
-def _overloaded(observation: Observation) -> bool:
-    """The input exceeds what the current factor was measured to take (unknown: not overloaded)."""
+def _overloaded(observation: Observation, earlier: Watermarks | None) -> bool:
+    """The input exceeds what the current factor was measured to take (unknown: not overloaded):
+    the rate window's input, or the watermarks' growth since the last tick where that is more."""
     rate = observation.task_rate
-    return rate is not None and observation.input_rate >= observation.capacity(observation.factor, rate) > 0
+    if rate is None:
+        return False
+    arriving = observation.input_rate
+    if observation.watermarks is not None and earlier is not None:
+        recent = observation.watermarks.rate_since(earlier)
+        arriving = arriving if recent is None else max(arriving, recent)
+    return arriving >= observation.capacity(observation.factor, rate) > 0
 
 
 def _limit(seconds: float) -> str:

@@ -143,6 +143,29 @@ def test_an_overload_shortens_the_cooldown_for_a_scale_up_only():
         Guards(overload_cooldown_s=-1)
 
 
+def test_the_overload_guard_reads_the_input_over_the_last_tick_where_the_rate_window_lags():
+    """A ramp: the rate window averages in the minutes before it and reads 3,000/s, under factor
+    2's 3,200/s, while the watermarks grew by 4,000/s over the last tick. The guard reads the
+    input as the policy does, the more of the two: overloaded, the short cooldown. (It read the
+    window alone: `bank-calls`' mornings waited 25 s longer for a scale-up.)"""
+    guards, more = Guards(cooldown_s=300, overload_cooldown_s=60), Decision(8, "more")
+    names = [("orders", p) for p in range(4)]
+
+    def tick(t: float, read: float) -> Observation:
+        marks = Watermarks(names, [read / 4] * 4, [t - 1.0] * 4)
+        return observe(factor=2, input_rate=3000, since_rescale_s=t, time=t, watermarks=marks)
+
+    _, state = guards.apply(tick(60, 0.0), more)  # the tick before: its watermarks
+    up, state = guards.apply(tick(75, 60_000.0), more, state)  # 60,000 records in 15 s
+    assert up.factor == 8, up.reason
+    # Without the tick before (a new daemon), the window is all it has: the full cooldown.
+    calm, _ = guards.apply(tick(75, 60_000.0), more)
+    assert calm.factor == 2 and "< 300s" in calm.reason
+    # A hold keeps the watermarks it read for the next tick's growth.
+    _, state = guards.apply(tick(60, 0.0), Decision(2, "same"))
+    assert state.watermarks is not None and guards.apply(tick(75, 60_000.0), more, state)[0].factor == 8
+
+
 def test_an_overload_right_after_a_scale_down_skips_the_cooldown_for_a_policy_that_opts_in():
     """Issue 12: a scale-up is never delayed by a cooldown that a scale-down started when the
     input already exceeds the smaller factor's capacity. The default policy opts in."""
