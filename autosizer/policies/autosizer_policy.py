@@ -701,7 +701,7 @@ def _behind(obs: Observation, seconds: float) -> bool:
 def _behind_reason(obs: Observation, forecast: float, lag: float, capacity: float, task_rate: float) -> str:
     """Why a job behind holds its factor: it is catching up there, and a scale-down would slow
     that (FLINK-31318's vicious cycle); or it is falling further behind and no factor takes
-    more. Said apart: the CPU-bound demo's lag grew by 600/s for a minute while every reason
+    more. Said apart: the CPU-bound demo's lag grew by about 500/s for a minute while every reason
     read "catching up"."""
     note = _ceiling_note(obs, obs.factor, task_rate)
     if forecast < capacity:

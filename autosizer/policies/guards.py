@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from autosizer.elasticity import validate_factor
 from autosizer.policies.base import Decision, Observation, Watermarks
+from autosizer.policies.forecast import input_now
 
 
 @dataclass(frozen=True)
@@ -111,13 +112,7 @@ def _overloaded(observation: Observation, earlier: Watermarks | None) -> bool:
     """The input exceeds what the current factor was measured to take (unknown: not overloaded):
     the rate window's input, or the watermarks' growth since the last tick where that is more."""
     rate = observation.task_rate
-    if rate is None:
-        return False
-    arriving = observation.input_rate
-    if observation.watermarks is not None and earlier is not None:
-        recent = observation.watermarks.rate_since(earlier)
-        arriving = arriving if recent is None else max(arriving, recent)
-    return arriving >= observation.capacity(observation.factor, rate) > 0
+    return rate is not None and input_now(observation, earlier) >= observation.capacity(observation.factor, rate) > 0
 
 
 def _limit(seconds: float) -> str:
