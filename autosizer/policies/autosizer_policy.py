@@ -215,7 +215,8 @@ class AutosizerPolicy:
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
         rescaled = last.factor is not None and current != last.factor
         settled = obs.since_rescale_s > self.settle / 2  # the rate window is past the restart
-        backlog_rates, progress, past = ((), (), None) if rescaled else (last.backlog_rates, last.progress, None)
+        backlog_rates, progress = ((), ()) if rescaled else (last.backlog_rates, last.progress)
+        past = None  # kept only from a backlogged, settled tick at this factor
         if throughput is not None and settled:
             backlog_rates = (*backlog_rates, throughput)[-JUDGED_TICKS:]
             past = _past(obs)
