@@ -152,30 +152,37 @@ class FedExporter:
 
 class Exporter(FedExporter):
     """The pipeline's exporter with batches fed at a steady pace: `rate` in, `capacity` done,
-    each record costing `cpu_s` of CPU on `cores` cores."""
+    each record costing `cpu_s` of CPU on `cores` cores. Setting `layout` rescales it as the
+    agent's restart does: no batch for `restart_s`, then the new layout's tasks, whose first batch
+    takes the records that waited."""
 
-    def __init__(self, layout: Layout, rate: float, capacity: float, cpu_s: float = 0.001, cores: int = 2):
+    def __init__(self, layout: Layout, rate: float, capacity: float, cpu_s: float = 0.001, cores: int = 2,
+                 restart_s: float = 2.0):
         self.layout, self.rate, self.capacity, self.cpu_s = layout, rate, capacity, cpu_s
+        self.restart_s = restart_s
         super().__init__()
         self.metrics.observe_cores(cores)
 
     def _feed(self) -> None:
-        tasks = self.layout.virtual_tasks()
-        self.metrics.started(self.layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
-        produced = done = 0.0
+        layout, produced, done, waited = None, 0.0, 0.0, 0.0
         while not self.stop.wait(0.25):
-            produced += self.rate / 4
-            done = min(produced, done + self.capacity / 4)
+            if layout is not self.layout:
+                if layout is not None and not self.stop.wait(self.restart_s):
+                    waited = self.restart_s
+                layout, tasks = self.layout, self.layout.virtual_tasks()
+                self.metrics.started(layout, {(t.name, *tp): 0 for t in tasks for tp in t.partitions})
+            produced += self.rate * (0.25 + waited)
+            done = min(produced, done + self.capacity * (0.25 + waited))
             each = len(tasks)
-            records = int(self.capacity / 4 / each)
+            records, waited = int(self.capacity * (0.25 + waited) / each), 0.0
             histogram = (0,) * (len(PROCESS_TIME_BUCKETS) - 1) + (records, 0)
             progress = [TaskProgress(t.name, *sorted(t.partitions)[0], int(done / each), records=records,
                                      process_ns=int(0.25e9 * 0.9), histogram=histogram,
                                      cpu_ns=int(records * self.cpu_s * 1e9)) for t in tasks]
             positions = {(p.task, p.topic, p.partition): p.next_offset for p in progress}
             self.metrics.observe_batch(progress, positions, 0.25)
-            self.metrics.observe_lag({tp: int(produced / len(self.layout.partitions()))
-                                      for tp in self.layout.partitions()}, {tp: 3.0 for tp in self.layout.partitions()})
+            self.metrics.observe_lag({tp: int(produced / len(layout.partitions()))
+                                      for tp in layout.partitions()}, {tp: 3.0 for tp in layout.partitions()})
 
 
 @contextlib.contextmanager

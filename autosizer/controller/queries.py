@@ -66,10 +66,14 @@ DEFAULT_QUERIES: dict[str, str] = {
     "batch_gap_seconds": "max(autosizer_pipeline_batch_gap_seconds{$selector})",
     # the processing stop of the pipeline's last rescale (none before its first)
     "restart_seconds": "max(autosizer_pipeline_restart_seconds{$selector})",
-    # records/s the cores could process at most: cores x records per CPU-second the threads used
+    # records/s the cores could process at most: cores x records per CPU-second the threads used.
+    # The records are the process-time histogram's count, one series like the CPU's: `rate()`
+    # misses what a series did before its first scrape, and records_in's series are per task,
+    # new at each rescale, so the restart's first batch (its backlog) fell out of the records
+    # but not of the CPU: the demo's first tick after 1 -> 8 read 2,203/s of about 13,400/s
     "cpu_ceiling": (
         "max(autosizer_pipeline_cores{$selector})"
-        " * sum(rate(autosizer_pipeline_records_in_total{$selector}[$window]))"
+        " * sum(rate(autosizer_pipeline_record_seconds_count{$selector}[$window]))"
         " / (sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[$window])) > 0)"
     ),
     # seconds since the newest scrape of the pipeline: stale metrics hold the daemon

@@ -22,8 +22,8 @@ Series (labels in braces):
   autosizer_pipeline_busy_threads                          threads in the user function, on average
                                                            over the last batch
   autosizer_pipeline_cpu_seconds_total                     CPU time the threads used on records (their
-                                                           own clocks; with records_in, the CPU a
-                                                           record costs)
+                                                           own clocks; with record_seconds' count,
+                                                           the CPU a record costs)
   autosizer_pipeline_batch_duration_seconds                last micro-batch, read to commit
   autosizer_pipeline_batch_records                         records processed in the last batch
 

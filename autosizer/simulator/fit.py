@@ -69,8 +69,9 @@ FIT_QUERIES: dict[str, str] = {
     # holds none or two of them
     "processed_rate": "sum(rate(autosizer_pipeline_records_in_total{$selector}[15s]))",
     # the CPU a record costs and the cores the slots share: where a CPU-bound job stops gaining
+    # (records counted by one series, as the CPU is: see DEFAULT_QUERIES["cpu_ceiling"])
     "cpu_per_record": ("sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[15s]))"
-                       " / (sum(rate(autosizer_pipeline_records_in_total{$selector}[15s])) > 0)"),
+                       " / (sum(rate(autosizer_pipeline_record_seconds_count{$selector}[15s])) > 0)"),
     "cores": "max(autosizer_pipeline_cores{$selector})",
     # the records processed of each partition so far: which partitions an expansion's first batch
     # after its restart read (`JobModel.layout_barrier_passed`)

@@ -12,8 +12,9 @@ import pytest
 
 from autosizer.controller.collector import PrometheusCollector
 from autosizer.controller.queries import DEFAULT_QUERIES
+from autosizer.elasticity import Layout
 from autosizer.embedded import EmbeddedPrometheus
-from tests.daemon_harness import FedExporter
+from tests.daemon_harness import Exporter, FedExporter
 from tests.integration.test_pipeline import wait_until
 
 pytestmark = pytest.mark.integration
@@ -135,3 +136,37 @@ def test_a_partition_that_left_the_layout_is_no_input_however_recent_its_reading
                 for c in (shipped, before)]
     assert left[0] == ["1"], left
     assert left[1] == ["0", "1"], f"the range read the retired partition: {left}"
+
+
+# the shipped query before session 72: the records counted by task, the CPU by one series
+CEILING_BY_TASK = ("max(autosizer_pipeline_cores{$selector})"
+                   " * sum(rate(autosizer_pipeline_records_in_total{$selector}[$window]))"
+                   " / (sum(rate(autosizer_pipeline_cpu_seconds_total{$selector}[$window])) > 0)")
+
+
+def ceiling(collector: PrometheusCollector) -> float | None:
+    found = collector.collect().series.get("cpu_ceiling", ())
+    return found[0][1] if found else None
+
+
+def test_the_cores_ceiling_reads_the_cpu_a_record_costs_through_a_rescale(tmp_path):
+    """A rescale starts new tasks' record counters, and its first batch takes the records that
+    waited through the restart. The ceiling counts the records as it counts the CPU, by one
+    series, so the window that holds the restart reads it as the windows before (1 ms a record
+    on 2 cores: 2,000/s). Counted by task it read a fraction of it there."""
+    layout = Layout(topics={"orders": 2}, factor=1)
+    with Exporter(layout, rate=800, capacity=800, restart_s=2.0) as exporter, \
+            EmbeddedPrometheus([f"127.0.0.1:{exporter.port}"], tmp_path / "prom") as prometheus:
+        shipped = PrometheusCollector(prometheus.url, {"cpu_ceiling": DEFAULT_QUERIES["cpu_ceiling"]}, window="5s")
+        by_task = PrometheusCollector(prometheus.url, {"cpu_ceiling": CEILING_BY_TASK}, window="5s")
+        wait_until(lambda: ceiling(shipped) is not None, 60, "the first scrapes")
+        time.sleep(5)  # a window of factor 1
+        exporter.layout = layout.with_factor(8)
+        time.sleep(2.5)  # the restart: no batch
+        kept, fell = [], []
+        for _ in range(12):  # the window after the restart's first batch
+            kept.append(ceiling(shipped))
+            fell.append(ceiling(by_task))
+            time.sleep(0.5)
+    assert all(r is not None and abs(r / 2000 - 1) < 0.05 for r in kept), kept
+    assert min(r for r in fell if r is not None) < 0.7 * 2000, f"records counted by task: {fell}"
