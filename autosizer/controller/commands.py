@@ -346,8 +346,11 @@ def _render_status(s: dict[str, Any]) -> str:
                                          f"they cannot say of the next hour ({h['doubt']}): the policy reacts")))
     a = s["actuation"]
     if a:
+        # the decision is journaled once the actuation ends (with its outcome): until then its
+        # reason is here, or a restart a minute long reads as the hold before it
         lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"
-                     + ("  (rollback)" if a["rollback"] else ""))
+                     + ("  (rollback)" if a["rollback"] else "")
+                     + f", begun {max(0.0, time.time() - a['started_ms'] / 1000):.0f}s ago: {a['reason']}")
     if s["backoff"]:
         b = s["backoff"]
         lines.append(f"backoff    until {b['until']} after {b['failures']} failed actuation(s): "

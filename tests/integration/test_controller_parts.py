@@ -51,7 +51,7 @@ def test_leader_lease_is_exclusive_and_taken_over_after_expiry(redis_server, job
     assert first.try_acquire(), "a released lease is free at once"
 
 
-def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_server, job):
+def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_server, job, capsys):
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=1))
     lease = LeaderLease(store, ttl_s=5)
@@ -66,6 +66,9 @@ def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_se
         journal.begin(1, 1, 4, "a second one")
     entry = journal.advance(entry, "migrate")
     assert journal.open() == entry
+    # status says why the job is restarting while it does: the decision is journaled after
+    assert main(["status", "--job", job, "--redis", redis_server.url]) == 0
+    assert "actuation  1 -> 2 at step migrate, begun 0s ago: test\n" in capsys.readouterr().out
     lease.release()
     with pytest.raises(JournalRefused, match="leader lease"):
         journal.advance(entry, "start")
