@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autosizer.actuators.journal import ActuationJournal  # noqa: E402
 from autosizer.controller.collector import PrometheusCollector  # noqa: E402
 from autosizer.controller.config import load_config  # noqa: E402
 from autosizer.controller.daemon import Daemon  # noqa: E402
@@ -378,7 +379,11 @@ def _wait_for(sink: Path, total: int, stall_s: float = 30.0) -> None:
 
 
 def last_decision(journal: DecisionJournal) -> str:
-    """The daemon's last decision as one line: its outcome, and the reason unless it says it."""
+    """The daemon's last decision as one line: its outcome, and the reason unless it says it. A
+    rescale under way comes first: the journal gets its decision only when it ends."""
+    running = ActuationJournal(journal.store, "").open()
+    if running is not None:
+        return f"rescaling {running.from_factor} -> {running.to_factor} ({running.step}): {running.reason}"
     last = journal.last(1)
     if not last:
         return "waiting for the first tick"

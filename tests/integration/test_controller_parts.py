@@ -69,6 +69,8 @@ def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_se
     # status says why the job is restarting while it does: the decision is journaled after
     assert main(["status", "--job", job, "--redis", redis_server.url]) == 0
     assert "actuation  1 -> 2 at step migrate, begun 0s ago: test\n" in capsys.readouterr().out
+    from examples.demo import last_decision  # the demo's screen too
+    assert last_decision(DecisionJournal(store)) == "rescaling 1 -> 2 (migrate): test"
     lease.release()
     with pytest.raises(JournalRefused, match="leader lease"):
         journal.advance(entry, "start")
