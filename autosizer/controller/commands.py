@@ -347,7 +347,7 @@ def _render_status(s: dict[str, Any]) -> str:
     a = s["actuation"]
     if a:
         # the decision is journaled once the actuation ends (with its outcome): until then its
-        # reason is here, or a restart a minute long reads as the hold before it
+        # reason is here, or a long restart reads as the hold of the tick before it
         lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"
                      + ("  (rollback)" if a["rollback"] else "")
                      + f", begun {max(0.0, time.time() - a['started_ms'] / 1000):.0f}s ago: {a['reason']}")
