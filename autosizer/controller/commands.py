@@ -344,13 +344,8 @@ def _render_status(s: dict[str, Any]) -> str:
                                       + (f"the next hour: up to {h['next_hour_peak']:.0f}/s"
                                          if h["next_hour_peak"] is not None else
                                          f"they cannot say of the next hour ({h['doubt']}): the policy reacts")))
-    a = s["actuation"]
-    if a:
-        # the decision is journaled once the actuation ends (with its outcome): until then its
-        # reason is here, or a long restart reads as the hold of the tick before it
-        lines.append(f"actuation  {a['from_factor']} -> {a['to_factor']} at step {a['step']}"
-                     + ("  (rollback)" if a["rollback"] else "")
-                     + f", begun {max(0.0, time.time() - a['started_ms'] / 1000):.0f}s ago: {a['reason']}")
+    if s["actuation"]:
+        lines.append(f"actuation  {_actuation(s['actuation'])}")
     if s["backoff"]:
         b = s["backoff"]
         lines.append(f"backoff    until {b['until']} after {b['failures']} failed actuation(s): "
@@ -369,8 +364,18 @@ def _render_status(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _actuation(a: dict[str, Any]) -> str:
+    """An open actuation in one line, with its decision's reason: the decision is journaled once
+    the actuation ends (with its outcome), and until then a long restart would read as the hold
+    of the tick before it."""
+    return (f"{a['from_factor']} -> {a['to_factor']} at step {a['step']}"
+            + ("  (rollback)" if a["rollback"] else "")
+            + f", begun {max(0.0, time.time() - a['started_ms'] / 1000):.0f}s ago: {a['reason']}")
+
+
 def show_decisions(args: argparse.Namespace) -> None:
-    records = DecisionJournal(_store(args)).last(args.count)
+    store = _store(args)
+    records = DecisionJournal(store).last(args.count)
     if args.json:
         print(json.dumps(records))
         return
@@ -380,6 +385,13 @@ def show_decisions(args: argparse.Namespace) -> None:
             for r in records]
     print(format_table(rows, ["time", "outcome", "factor", "target", "lag", "input/s", "reason"])
           if rows else "no decisions yet")
+    try:
+        running = ActuationJournal(store, "").open()
+    except KeyProblem as exc:  # the journal above is read: name the key, no traceback
+        print(f"problem: {exc}")
+        return
+    if running is not None:
+        print(f"rescaling now: {_actuation(_entry_json(running))} (journaled when it ends)")
 
 
 def _when(epoch_s: float) -> str:

@@ -169,7 +169,7 @@ def test_the_shipped_config_builds_with_every_built_in_actuator(tmp_path, actuat
     assert tick.actuator.name == actuator
 
 
-@pytest.mark.parametrize("suffix", ["override:pause", "leader", "agent", "decisions", "layout:current"])
+@pytest.mark.parametrize("suffix", ["override:pause", "leader", "agent", "decisions", "layout:current", "actuation"])
 def test_status_and_override_list_name_a_poisoned_key_instead_of_a_traceback(redis_server, job, suffix):
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=1))
@@ -185,6 +185,11 @@ def test_status_and_override_list_name_a_poisoned_key_instead_of_a_traceback(red
         assert key in one_line(listed)
     else:
         assert listed.returncode == 0, listed
+    if suffix == "actuation":  # the decisions are still shown, the key named after them
+        shown = run(["decisions", *common])
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown
+        assert shown.stdout.startswith("no decisions yet\nproblem: Redis key "), shown.stdout
+        assert f"{key!r} holds a list" in shown.stdout, shown.stdout
 
 
 NO_AWS = {"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",

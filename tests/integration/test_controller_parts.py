@@ -69,6 +69,9 @@ def test_actuation_journal_is_fenced_by_lease_generation_and_open_entry(redis_se
     # status says why the job is restarting while it does: the decision is journaled after
     assert main(["status", "--job", job, "--redis", redis_server.url]) == 0
     assert "actuation  1 -> 2 at step migrate, begun 0s ago: test\n" in capsys.readouterr().out
+    assert main(["decisions", "--job", job, "--redis", redis_server.url]) == 0
+    assert capsys.readouterr().out == ("no decisions yet\nrescaling now: 1 -> 2 at step migrate, begun 0s ago: "
+                                       "test (journaled when it ends)\n")
     from examples.demo import last_decision  # the demo's screen too
     assert last_decision(DecisionJournal(store)) == "rescaling 1 -> 2 (migrate): test"
     lease.release()
