@@ -34,8 +34,8 @@ class JitteredProbe(FedExporter):
             self.metrics.observe_lag(marks, dict.fromkeys(marks, 0.0), at=at)
 
 
-def readings(collector: PrometheusCollector) -> list[float]:
-    return [value for _, value in collector.collect().series.get("input_rate", ())]
+def readings(collector: PrometheusCollector, name: str = "input_rate") -> list[float]:
+    return [value for _, value in collector.collect().series.get(name, ())]
 
 
 def test_the_input_is_the_watermarks_growth_over_the_probes_read_times(tmp_path):
@@ -145,8 +145,8 @@ CEILING_BY_TASK = ("max(autosizer_pipeline_cores{$selector})"
 
 
 def ceiling(collector: PrometheusCollector) -> float | None:
-    found = collector.collect().series.get("cpu_ceiling", ())
-    return found[0][1] if found else None
+    found = readings(collector, "cpu_ceiling")
+    return found[0] if found else None
 
 
 def test_the_cores_ceiling_reads_the_cpu_a_record_costs_through_a_rescale(tmp_path):
