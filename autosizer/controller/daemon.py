@@ -88,6 +88,7 @@ class Daemon:
             signal.signal(signal.SIGHUP, lambda *_: log.warning(
                 "daemon.sighup_ignored", job=self.config.job.name,
                 detail="the config is read at start: restart the daemon to apply a change"))
+        self.metrics.ticks_scheduled()
         if self.config.daemon.listen:
             self.server = serve(self.metrics, self.config.daemon.listen)
         self.tick.lease.start()

@@ -70,6 +70,7 @@ class LeaderLease:
     def start(self) -> None:
         """Keep trying to take or extend the lease every third of its TTL, in a daemon thread."""
         self._stop.clear()
+        self.last_answer = time.monotonic()  # silence counts from the first try, not construction
         self._thread = threading.Thread(target=self._beat, name="autosizer-lease", daemon=True)
         self._thread.start()
 

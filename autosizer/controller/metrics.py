@@ -60,6 +60,12 @@ class DaemonMetrics:
         self.last_crash = ""
         self.checks: list[Callable[[], str | None]] = []
 
+    def ticks_scheduled(self) -> None:
+        """Start the "no tick finished" clock when the ticks are scheduled, not when this object
+        was built: a slow start (imports, Redis, the actuator's setup on 2 busy cores) read as
+        `stuck` for the seconds before the first tick, then `ok` while it ran."""
+        self.last_tick = time.monotonic()
+
     def crashed(self, error: str | None) -> None:
         """Count a crashed tick (`error`), or reset the count after one that did not crash."""
         if error is None:

@@ -342,3 +342,13 @@ def test_a_partition_read_once_so_far_holds_for_its_input_rate_and_says_it_joine
     both = Evaluator().evaluate(samples(input_rate=[], high_watermark=joined.series["high_watermark"],
                                         high_watermark_time=joined.series["high_watermark_time"]), LAYOUT)
     assert both.problems[0].startswith("no input_rate for orders[0], orders[1] yet: their watermarks were read once")
+
+
+def test_health_counts_no_tick_finished_from_when_the_ticks_are_scheduled_not_from_construction():
+    from autosizer.controller.metrics import DaemonMetrics
+
+    metrics = DaemonMetrics(0.5)
+    metrics.last_tick -= 10  # a slow start: 10 s between building the daemon and its scheduler
+    assert metrics.problem().startswith("stuck: no tick finished")
+    metrics.ticks_scheduled()
+    assert metrics.problem() is None
