@@ -230,11 +230,11 @@ class AutosizerPolicy:
         lowered = obs.time if rescaled and current < last.factor else last.lowered
 
         def answer(factor: int, reason: str, details: dict[str, Any],
-                   waited: bool = False) -> tuple[Decision, Any]:
+                   waited: bool = False, useless: bool = False) -> tuple[Decision, Any]:
             missed = last.missed
             if factor < current and self._step_unneeded(obs, planned_up, planned_peak, task_rate):
                 missed = self._today(obs)
-            return Decision(factor, reason, details, undo_scale_down=True), AutosizerState(
+            return Decision(factor, reason, details, undo_scale_down=True, undo_scale_up=useless), AutosizerState(
                 times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
                 peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered,
                 planned_peak, missed, capacity, past, progress)
@@ -254,7 +254,7 @@ class AutosizerPolicy:
             if verdict is not None:
                 back, reason, details = verdict
                 ceiling, ceiling_until = back, obs.time + self.memory
-                return answer(back, reason, details)
+                return answer(back, reason, details, useless=True)
 
         forecast = forecast_input(times, rates, arrivals, last.waited, obs.restart_downtime_s, self.horizon)
         plan = self._plan(obs, task_rate, plan)
@@ -319,11 +319,12 @@ class AutosizerPolicy:
                 reason = self._held(obs, forecast, capacity, task_rate, banded, max(rates))
         if hot is not None:
             reason += f"; hot key in {hot} left out (more buckets do not split one key)"
+        useless = False
         if ceiling is not None and obs.time < ceiling_until and wish > ceiling:
-            wish = ceiling
+            wish, useless = ceiling, ceiling < current
             reason = (f"hold at {wish}" if wish == current else f"back to {wish}") + (
                 f": {ceiling} is a learned ceiling (a scale-up past it did not help)")
-        return answer(wish, reason + self._doubt(obs, details) + judged, details)
+        return answer(wish, reason + self._doubt(obs, details) + judged, details, useless=useless)
 
     @staticmethod
     def _today(obs: Observation) -> int | None:

@@ -327,6 +327,11 @@ class Decision:
     # through and the input already exceeds the smaller factor's capacity (`Guards`); a policy
     # opts in, since a rule that scales down eagerly would then flap at the speed of a restart
     undo_scale_down: bool = False
+    # a scale-down the guards may let through at once when it returns to the factor the scale-up
+    # they last let through started from, which the policy judged to have bought nothing (the
+    # cores cap the job): holding the extra tasks for the cooldown and the lazy scale-down's
+    # delay protects nothing, as the policy remembers that factor as a ceiling
+    undo_scale_up: bool = False
 
     def __post_init__(self) -> None:
         validate_factor(self.factor)

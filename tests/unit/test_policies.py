@@ -274,6 +274,35 @@ def test_autosizer_steps_back_from_an_ineffective_scale_up_and_remembers_the_cei
     assert decision.factor == 4 and "learned ceiling" in decision.reason
 
 
+def test_the_step_back_from_a_useless_scale_up_skips_the_cooldown_and_the_scale_down_delay():
+    """The guards let 4 -> 8 through; 105 s later the policy judges it useless and steps back:
+    at once, not after the 300 s cooldown and the 600 s delay, which would idle 8's extra tasks.
+    Only back to where the guards' own last scale-up started, and only when the policy says so."""
+    policy, guards = load_policy("autosizer"), Guards(cooldown_s=300, scale_down_delay_s=600)
+    behind = {"input_rate": 9000, "lag": 200_000, "processed": 6400, "busy": 1.0}
+    wish, state = policy.decide(observe(factor=4, task_rate=400, time=0, since_rescale_s=1000, **behind))
+    up, guarded = guards.apply(observe(factor=4, task_rate=400, time=0, since_rescale_s=1000, **behind), wish)
+    assert up.factor == 8 and guarded.scaled_up_from == 4
+    _, state = policy.decide(observe(factor=8, task_rate=200, time=300, since_rescale_s=15, **behind), state)
+    judged = observe(factor=8, task_rate=200, time=390, since_rescale_s=105, **behind)
+    verdict, state = policy.decide(judged, state)
+    assert verdict.factor == 4 and verdict.undo_scale_up
+    back, after = guards.apply(judged, verdict, guarded)
+    assert back.factor == 4 and "steps back at once, 105s after the scale-up it undoes" in back.reason
+    assert after.scaled_up_from is None and after.scaled_down_to is None
+    # The ceiling's later ticks ask the same while the job is still above it.
+    again, _ = policy.decide(observe(factor=8, task_rate=200, time=405, since_rescale_s=120, **behind), state)
+    assert again.factor == 4 and again.undo_scale_up and "learned ceiling" in again.reason
+    # With no record of that scale-up (a restarted daemon), or to another factor: the guards' waits.
+    fresh, _ = guards.apply(judged, verdict)
+    assert fresh.factor == 8 and "cooldown" in fresh.reason
+    other, _ = guards.apply(judged, verdict, GuardState(scaled_up_from=2))
+    assert other.factor == 8 and "cooldown" in other.reason
+    # A plain scale-down (no verdict) waits both.
+    plain, _ = guards.apply(judged, Decision(4, "less"), guarded)
+    assert plain.factor == 8 and "cooldown" in plain.reason
+
+
 def test_a_scale_up_is_judged_on_the_median_tick_under_backlog_not_on_one():
     """A rate window holds one, two or three batches' commits, so one tick can read double. The
     job does about 400/s at 1 and 380/s at the factor it tried: judged on the last tick on each
