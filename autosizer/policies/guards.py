@@ -93,7 +93,8 @@ class Guards:
             # shipped clocks held 2 for 300 s with the verdict in every line, session 72).
             return Decision(target, f"{wish.reason}; steps back at once, "
                                     f"{math.floor(observation.since_rescale_s)}s after the scale-up "
-                                    f"it undoes", details), GuardState(watermarks=state.watermarks)
+                                    f"it undoes", details), GuardState(scaled_down_to=target,
+                                                                       watermarks=state.watermarks)
         cooldown, undo = self.cooldown_s, False
         if target > current and _overloaded(observation, earlier):
             # The backlog grows every second. If the rescale that started the cooldown was a

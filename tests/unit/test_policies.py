@@ -195,23 +195,30 @@ def test_an_overload_right_after_a_scale_down_skips_the_cooldown_for_a_policy_th
 
 
 @given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 32]), st.sampled_from([500.0, 2000.0, 40_000.0]),
-                          st.sampled_from([5.0, 50.0, 400.0]), st.booleans()), min_size=1, max_size=12))
-def test_a_cooldown_is_skipped_only_to_undo_the_guards_own_scale_down_under_overload(steps):
-    """Whatever the sequence of wishes: a change inside the overload cooldown is a scale-up that
-    opted in, undoing the last change these guards let through (a scale-down to this factor),
-    while the input exceeds the factor's capacity (4 partitions at 400/s per task)."""
+                          st.sampled_from([5.0, 50.0, 400.0]), st.booleans(), st.booleans()),
+                min_size=1, max_size=12))
+def test_a_cooldown_is_skipped_only_to_undo_the_guards_own_last_change(steps):
+    """Whatever the sequence of wishes: a change inside the overload cooldown either is a
+    scale-up that opted in, undoing the last change these guards let through (a scale-down to
+    this factor), while the input exceeds the factor's capacity (4 partitions at 400/s per
+    task); or is a step back the policy judged (`undo_scale_up`) to where the last change these
+    guards let through (a scale-up) started."""
     guards = Guards(cooldown_s=300, overload_cooldown_s=60, scale_down_delay_s=0)
-    factor, state, last_down_to = 8, None, None
-    for wish, rate, since, undo in steps:
+    factor, state, last_down_to, last_up_from = 8, None, None, None
+    for wish, rate, since, undo, useless in steps:
         obs = observe(factor=factor, input_rate=rate, since_rescale_s=since)
-        decision, state = guards.apply(obs, Decision(wish, "wish", undo_scale_down=undo), state)
+        decision, state = guards.apply(
+            obs, Decision(wish, "wish", undo_scale_down=undo, undo_scale_up=useless), state)
         if decision.factor != factor and since < 60:
-            assert decision.factor > factor and undo and last_down_to == factor
-            assert rate >= 4 * factor * 400
+            if decision.factor > factor:
+                assert undo and last_down_to == factor and rate >= 4 * factor * 400
+            else:
+                assert useless and last_up_from == decision.factor
         if decision.factor != factor:
             last_down_to = decision.factor if decision.factor < factor else None
+            last_up_from = factor if decision.factor > factor else None
             factor = decision.factor
-        assert state.scaled_down_to == last_down_to
+        assert state.scaled_down_to == last_down_to and state.scaled_up_from == last_up_from
 
 
 def test_cooldown_and_lazy_scale_down():
@@ -289,7 +296,7 @@ def test_the_step_back_from_a_useless_scale_up_skips_the_cooldown_and_the_scale_
     assert verdict.factor == 4 and verdict.undo_scale_up
     back, after = guards.apply(judged, verdict, guarded)
     assert back.factor == 4 and "steps back at once, 105s after the scale-up it undoes" in back.reason
-    assert after.scaled_up_from is None and after.scaled_down_to is None
+    assert after.scaled_up_from is None and after.scaled_down_to == 4  # a scale-down like any other
     # The ceiling's later ticks ask the same while the job is still above it.
     again, _ = policy.decide(observe(factor=8, task_rate=200, time=405, since_rescale_s=120, **behind), state)
     assert again.factor == 4 and again.undo_scale_up and "learned ceiling" in again.reason

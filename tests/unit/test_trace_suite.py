@@ -93,9 +93,9 @@ def test_no_goal_is_lost_wherever_the_change_lands_in_a_tick(trace, metrics_age_
     """The suite's changes land on a tick, which then reads them whole. A real one lands anywhere
     in the 15 s tick, and the daemon's metrics are a scrape old (2 s at a 1 s scrape, 8 s at 15 s),
     so the first tick after it may have seen one second of it. Every synthetic trace delayed 0, 3,
-    ..., 12 s (`benchmarks/bench_trace_phase.py` prints the figures at 0, 2, ..., 14 s) keeps every per-trace goal its
-    unmoved run keeps (one rescale to converge, scale-up within a minute, no reversal within the
-    hour) and rescales no more often. The step traces converge in one rescale and are never late:
+    ..., 12 s (`benchmarks/bench_trace_phase.py` prints the figures at 0, 2, ..., 14 s) keeps
+    every per-trace goal its unmoved run keeps (one rescale to converge, scale-up within a
+    minute, no reversal within the hour) and rescales no more often. The step traces converge in one rescale and are never late:
     `step-up` went 4 -> 8 -> 16 with the step 8-12 s before a tick, until that tick waited for the
     next to see the jump whole; `cpu-bound` went 1 -> 2 -> 4 where that second read as a rise too
     small for a jump, until the first tick past the band waited too. `cpu-bound` is late at every
