@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autosizer.embedded import EmbeddedBroker, EmbeddedKinesis, EmbeddedRedis, free_port
 
-__all__ = ["RedisServer", "Broker", "Kinesis", "ClockedKinesis", "free_port"]
+__all__ = ["RedisServer", "Broker", "Kinesis", "ClockedKinesis", "CLOCK_PROBE", "add_clock_probe", "clock_behind", "free_port"]
 
 
 class RedisServer(EmbeddedRedis):
@@ -51,3 +51,32 @@ class ClockedKinesis(EmbeddedKinesis):
         """Move the emulator's clock on."""
         self.offset_s += seconds
         self.offset_file.write_text(f"+{self.offset_s}\n")
+
+
+CLOCK_PROBE = "clock-probe"  # a stream of the session's emulator, for `clock_behind`
+
+
+def add_clock_probe(server: EmbeddedKinesis) -> None:
+    """The stream `clock_behind` asks, with a record: the emulator checks a timestamp against its
+    clock only on a shard that holds one."""
+    server.create_stream(CLOCK_PROBE, 1)
+    server.produce(CLOCK_PROBE, [(b"probe", b"")])
+
+
+def clock_behind(server: EmbeddedKinesis, slack_s: float = 2.0) -> bool:
+    """Does the emulator take the host's time less `slack_s` for a time in its future? Its clock
+    is the page's time origin plus `performance.now()`, which a step of the wall clock does not
+    move. Asked of the `CLOCK_PROBE` stream (`add_clock_probe`)."""
+    from datetime import UTC, datetime, timedelta
+
+    from botocore.exceptions import ClientError
+
+    try:
+        server.client().get_shard_iterator(
+            StreamName=CLOCK_PROBE, ShardId="shardId-000000000000", ShardIteratorType="AT_TIMESTAMP",
+            Timestamp=datetime.now(UTC) - timedelta(seconds=slack_s))
+    except ClientError as exc:
+        if "in the future" in str(exc):
+            return True
+        raise
+    return False

@@ -295,6 +295,18 @@ def test_an_expired_iterator_is_taken_again_past_the_last_record_read(tmp_path, 
         kinesis.stop()
 
 
+def test_an_emulator_whose_clock_fell_behind_the_hosts_is_told_apart(kinesis):
+    """The session's emulator is restarted before a test when its clock fell behind the host's
+    (`tests/conftest.py`, `kinesis`). An emulator 30 s behind takes the host's now for 30 s in
+    its future: asked with a time 30 s ahead, the probe says so; asked as the fixture asks, of
+    an emulator in step, it does not. (libfaketime cannot set node's clock back: node exits when
+    its monotonic clock runs backwards.)"""
+    from tests.servers import clock_behind
+
+    assert not clock_behind(kinesis)
+    assert clock_behind(kinesis, slack_s=-30)
+
+
 def test_records_read_by_the_pipelines_client_carry_the_arrival_time_botocore_reads_in_utc(kinesis, stream):
     """The pipeline's clients parse timestamps with `utc_time` (half the CPU a record costs to
     read, `bench_kinesis.py parse`): the same instants a client on botocore's own parser reads,
