@@ -5,9 +5,9 @@ kills Redis for 1-5 s. At the end every message was output exactly once in per-k
 the pipeline never exited except when killed (it rides through Redis outages and fenced commits).
 The job writes to a Kafka topic (session 45; Parquet files before): a topic cannot take back what
 a killed or fenced batch wrote, so it is the sink the kills test hardest.
-Every kind of event comes once first, then at random: a minute is about a dozen events (12
-in session 73's run; two were about twenty, 150 s of one worker, until session 73 when CI took 1,142 s of its 1,200; three
-were about thirty, 205 s); a soak sets `AUTOSIZER_CHAOS_S` longer.
+Every kind of event comes once first, then at random: a minute is about a dozen events (12 in
+session 73's run). Two minutes were about twenty, 150 s of one worker, until session 73, when CI
+took 1,142 s of its 1,200; three were about thirty, 205 s. A soak sets `AUTOSIZER_CHAOS_S` longer.
 """
 
 from __future__ import annotations
