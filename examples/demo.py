@@ -356,11 +356,13 @@ def seed_history(store: MetadataStore, began: float, duration: float, load: Call
 def _judgements(decisions: list[dict]) -> list[str]:
     """The policy's verdicts on its scale-ups, in order, each once (a guard may have held the
     step back for a while: the policy's own reason is kept in the decision's inputs), and the
-    first decision the cores' ceiling made."""
+    first decision the cores' ceiling made. In the policy's own words: a guard's reason holds
+    them with its own around (`hold: cooldown ...; wants 1: <verdict>`, `<verdict>; steps back at
+    once ...`), the same verdict again (run c6 printed it twice)."""
     found: list[str] = []
     for decision in decisions:
-        for reason in (decision["reason"], decision.get("inputs", {}).get("policy", {}).get("policy", "")):
-            if "scale-up" in reason and "before" in reason and reason not in found:
+        for reason in (decision.get("inputs", {}).get("policy", {}).get("policy", ""), decision["reason"]):
+            if "scale-up" in reason and "before" in reason and not any(f in reason for f in found):
                 found.append(reason)
         if "the cores cap" in decision["reason"] and not any("the cores cap" in f for f in found):
             found.append(decision["reason"])  # the first time the cores' ceiling decided
