@@ -295,6 +295,22 @@ class EmbeddedBroker(_Process):
 
 ROOT = Path(__file__).resolve().parents[1]
 KINESIS_LOCAL = ROOT / ".tools" / "node_modules" / "kinesis-local"
+
+# Loaded into the emulator's node before its bundle (`--require`). kinesis-local (cats-effect on
+# Scala.js) reads the time of day as `performance.timeOrigin + performance.now()`: the wall clock
+# once, at start, then the monotonic clock, which neither a step of the wall clock nor a pause of
+# the machine moves. An emulator started an hour earlier fell 10-33 s behind the host: its
+# arrival stamps made 60 records read as 33 s of lag, and an AT_TIMESTAMP 10 s back was "in the
+# future" (session 73). Real Kinesis stamps by its NTP-kept wall clock; so does this: the time
+# origin is read as the wall clock less the monotonic reading, each time, so their sum is
+# `Date.now()`, while `performance.now()` itself (the emulator's timers) stays monotonic.
+WALL_CLOCK_JS = """\
+const monotonic = performance.now.bind(performance);
+Object.defineProperty(performance, "timeOrigin", {
+  configurable: true,
+  get() { return Date.now() - monotonic(); },
+});
+"""
 KINESIS_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local",
                        "region_name": "us-east-1"}  # the emulator accepts any signature
 
@@ -344,7 +360,9 @@ class EmbeddedKinesis(_Process):
         if self.data_dir is not None:
             env.update(SHOULD_PERSIST_DATA="true", LOAD_DATA_IF_EXISTS="true", PERSIST_PATH=str(self.data_dir),
                        PERSIST_INTERVAL="1s")
-        return ["node", str(KINESIS_LOCAL / "main.js")], env
+        clock = self.log.parent / "wall-clock.js"
+        clock.write_text(WALL_CLOCK_JS)
+        return ["node", "--require", str(clock), str(KINESIS_LOCAL / "main.js")], env
 
     def _answers(self) -> bool:
         self.client().list_streams()

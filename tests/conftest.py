@@ -9,7 +9,7 @@ import structlog
 from hypothesis import settings
 
 from tests import spark_archive
-from tests.servers import Broker, Kinesis, RedisServer, add_clock_probe, clock_behind
+from tests.servers import Broker, Kinesis, RedisServer
 
 # The emulator's credentials for boto3's chain, set before any Spark session starts: Spark's Python
 # workers inherit the environment the JVM was started with.
@@ -91,25 +91,12 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def _kinesis_server():
+def kinesis():
+    """One Kinesis emulator for the session; tests keep apart by stream name (see `stream`). It
+    keeps the host's wall clock however long it runs (`autosizer.embedded.WALL_CLOCK_JS`)."""
     server = Kinesis().start()
-    add_clock_probe(server)
     yield server
     server.stop()
-
-
-@pytest.fixture
-def kinesis(_kinesis_server):
-    """One Kinesis emulator for the session; tests keep apart by stream name (see `stream`).
-    Restarted before a test when its clock has fallen behind the host's: kinesis-local counts
-    time from `performance.now()`, which a step of the wall clock does not move, and a suite run
-    (session 73) saw it 10-33 s behind minutes into the run: lag read 33 s on a job 60 records
-    behind, and an `AT_TIMESTAMP` of the host's now less 10 s was "in the future"."""
-    if clock_behind(_kinesis_server):
-        _kinesis_server.halt()
-        _kinesis_server.start()
-        add_clock_probe(_kinesis_server)
-    return _kinesis_server
 
 
 @pytest.fixture
