@@ -73,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "daemon's [prometheus] window (default: two ticks)")
     run.add_argument("--slo", type=float, default=30.0, help="lag SLO in seconds")
     run.add_argument("--seed", type=int, default=7)
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="processes to run the policies on (default: one per core for runs of a day "
+                          "or more, else 1; the runs are the same either way)")
     run.add_argument("--plot", help="write the timeline PNG here")
     run.add_argument("--markdown", help="also write the table as markdown here")
     run.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -162,8 +165,11 @@ def run(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.slo) and args.slo > 0):
         raise ValueError(f"--slo must be a finite number of seconds > 0 (the lag a job may run "
                          f"behind; 30 by default), not {args.slo!r}")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1 (one process runs the policies in turn), "
+                         f"not {args.workers!r}")
     runs = compare(workload, job, variants(names, settings, sweeps), guards, args.tick, args.seed,
-                   window_s=args.window)
+                   window_s=args.window, workers=args.workers)
     scores = [score(r, args.slo) for r in runs]
     if args.json:
         sys.stdout.write(json.dumps([s.row() for s in scores], indent=2) + "\n")

@@ -1,17 +1,30 @@
-"""Run several policies, or several settings of one, over the same workload, with a progress bar."""
+"""Run several policies, or several settings of one, over the same workload, with a progress bar.
+
+The runs are independent (each draws the same noise from its seed), so runs of a day or more
+go to one process per core: a tuning sweep over a week is CPU-bound Python, one run per core.
+"""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import multiprocessing
+import os
+import pickle
+import queue
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+import structlog
 from tqdm import tqdm
 
 from autosizer.policies import Guards, Policy, load_policy
 from autosizer.simulator.engine import Run, simulate
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import Workload
+
+log = structlog.get_logger(__name__)
 
 
 def parse_value(text: str) -> Any:
@@ -44,17 +57,111 @@ def variants(names: Sequence[str], settings: Mapping[str, Mapping[str, Any]],
     return found
 
 
+# Runs shorter than this stay in this process: a worker's start (its imports, the compiled queue
+# model loaded from numba's cache) costs about two seconds, a simulated day about one.
+PARALLEL_FROM_S = 86_400
+REPORT_EVERY_S = 0.5  # how often a worker sends its progress
+
+
+def workers_for(runs: int, seconds: int, workers: int | None) -> int:
+    """How many processes `compare` runs on: `workers` if given (at most one a run), else one
+    per core for runs of at least `PARALLEL_FROM_S`, one otherwise."""
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a whole number >= 1, not {workers!r}")
+        return max(1, min(workers, runs))
+    if runs < 2 or seconds < PARALLEL_FROM_S:
+        return 1
+    return max(1, min(runs, os.cpu_count() or 1))
+
+
 def compare(workload: Workload, job: JobModel, policies: Sequence[tuple[str, Policy]],
             guards: Guards | None = None, tick_s: int = 15, seed: int = 7,
-            progress: bool | None = None, window_s: int | None = None) -> list[Run]:
-    """One run per policy, on identical traffic and noise; `progress` None shows a bar on a TTY."""
+            progress: bool | None = None, window_s: int | None = None,
+            workers: int | None = None) -> list[Run]:
+    """One run per policy, on identical traffic and noise, in the order given; `progress` None
+    shows a bar on a TTY; `workers` processes (`workers_for`)."""
     total = workload.seconds // tick_s * tick_s * len(policies)
-    runs = []
+    count = workers_for(len(policies), workload.seconds, workers)
+    if count > 1 and (unsent := _unpicklable(policies)):
+        log.warning("simulate.one_process", policy=unsent[0], why=unsent[1],
+                    fix="a policy another process can run is built from picklable settings "
+                        "(no lambdas or open handles); it runs here, in turn, meanwhile")
+        count = 1
     with tqdm(total=total, unit="s", unit_scale=True, desc="simulating", leave=False,
               disable=None if progress is None else not progress) as bar:
-        for label, policy in policies:
-            bar.set_postfix_str(label)
-            run = simulate(workload, job, policy, guards, tick_s, seed, progress=bar.update, window_s=window_s)
-            run.policy = label
-            runs.append(run)
-    return runs
+        if count == 1:
+            runs = []
+            for label, policy in policies:
+                bar.set_postfix_str(label)
+                runs.append(_one(label, policy, workload, job, guards, tick_s, seed, window_s, bar.update))
+            return runs
+        bar.set_postfix_str(f"{len(policies)} runs on {count} processes")
+        runs = _in_processes(count, bar.update, [
+            (label, policy, workload, job, guards, tick_s, seed, window_s) for label, policy in policies])
+        bar.update(bar.total - bar.n)  # a worker's last report may still be on its way
+        return runs
+
+
+def _unpicklable(policies: Sequence[tuple[str, Policy]]) -> tuple[str, str] | None:
+    """The first policy another process cannot be handed (a plugin's lambda), and why."""
+    for label, policy in policies:
+        try:
+            pickle.dumps(policy)
+        except Exception as exc:  # pickle raises several kinds: any means "not here"
+            return label, f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _one(label: str, policy: Policy, workload: Workload, job: JobModel, guards: Guards | None, tick_s: int,
+         seed: int, window_s: int | None, progress: Callable[[int], Any]) -> Run:
+    run = simulate(workload, job, policy, guards, tick_s, seed, progress=progress, window_s=window_s)
+    run.policy = label
+    return run
+
+
+def _in_processes(count: int, update: Callable[[int], Any], tasks: list[tuple]) -> list[Run]:
+    """`_one` of every task on `count` spawned processes, the runs in the tasks' order; each
+    worker's progress comes back over a queue. Spawned, not forked: the parent may hold threads
+    (the bar's monitor, numba's), which a fork copies mid-step."""
+    context = multiprocessing.get_context("spawn")
+    reports = context.Queue()
+    with ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init, initargs=(reports,)) as pool:
+        futures: list[Future] = [pool.submit(_worker_run, *task) for task in tasks]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=REPORT_EVERY_S, return_when=FIRST_COMPLETED)
+            _drain(reports, update)
+        _drain(reports, update)
+        return [future.result() for future in futures]  # a worker's error is raised here, once
+
+
+def _drain(reports: Any, update: Callable[[int], Any]) -> None:
+    while True:
+        try:
+            update(reports.get_nowait())
+        except queue.Empty:
+            return
+
+
+_reports: Any = None  # a worker's queue to the parent (set by `_worker_init`)
+
+
+def _worker_init(reports: Any) -> None:
+    global _reports
+    _reports = reports
+
+
+def _worker_run(*task: Any) -> Run:
+    done, sent = 0, time.monotonic()
+
+    def report(seconds: int) -> None:
+        nonlocal done, sent
+        done += seconds
+        if time.monotonic() - sent >= REPORT_EVERY_S:
+            _reports.put(done)
+            done, sent = 0, time.monotonic()
+
+    run = _one(*task, report)
+    _reports.put(done)
+    return run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -466,8 +467,57 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_markdown(tmp_path
     assert rows[0]["policy"] == "lag-threshold" and "violation_s" in rows[0]
 
 
+def test_runs_on_several_processes_are_the_runs_of_one_process_in_the_same_order():
+    """`compare` sends runs of a day or more to one process per core; each run draws the same noise
+    from its seed wherever it runs, so the runs, and their order, are those of one process."""
+    from autosizer.simulator.sweep import PARALLEL_FROM_S, compare, variants, workers_for
+
+    workload = workloads.build("step", before=500, after=2500, at=600, seconds=1800)
+    job = JobModel(partitions=4)
+    policies = variants(["autosizer", "lag-threshold"], {}, {"lag-threshold.lag_threshold": [500, 5000]})
+    alone = compare(workload, job, policies, workers=1, progress=False)
+    spread = compare(workload, job, policies, workers=2, progress=False)
+    assert [r.policy for r in spread] == [r.policy for r in alone] == [
+        "autosizer", "lag-threshold lag_threshold=500", "lag-threshold lag_threshold=5000"]
+    for one, other in zip(alone, spread, strict=True):
+        assert one.rescales == other.rescales
+        assert np.array_equal(one.lag_seconds, other.lag_seconds) and np.array_equal(one.factor, other.factor)
+    assert alone[1].rescales != alone[2].rescales  # the settings made different runs
+    assert workers_for(3, PARALLEL_FROM_S - 1, None) == 1 and workers_for(1, PARALLEL_FROM_S, None) == 1
+    assert workers_for(3, PARALLEL_FROM_S, None) == min(3, os.cpu_count() or 1)
+    assert workers_for(3, 60, 8) == 3
+    with pytest.raises(ValueError, match="workers must be a whole number >= 1, not 0"):
+        workers_for(3, 60, 0)
+
+
+def test_a_policy_no_other_process_can_take_runs_in_this_one_and_says_why():
+    """A plugin's policy defined in a function (or holding a lambda) cannot be pickled to a worker: the runs stay in this
+    process, the same runs, with a warning that names the policy and the fix."""
+    from structlog.testing import capture_logs
+
+    from autosizer.simulator.sweep import compare
+
+    class Hold:
+        name = "hold"
+
+        def __init__(self):
+            self.why = lambda: "hold"
+
+        def decide(self, observation, state=None):
+            return Decision(observation.factor, self.why()), state
+
+    workload = workloads.build("constant", seconds=900)
+    with capture_logs() as logs:
+        runs = compare(workload, JobModel(partitions=4), [("hold", Hold()), ("again", Hold())], workers=2,
+                       progress=False)
+    assert [r.policy for r in runs] == ["hold", "again"] and not runs[0].rescales
+    (warned,) = [e for e in logs if e["event"] == "simulate.one_process"]
+    assert warned["policy"] == "hold" and "Can't pickle" in warned["why"] and "picklable" in warned["fix"]
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--days", "0"], "--days must be a finite length > 0, not 0.0"),
+    (["--hours", "1", "--workers", "0"], "--workers must be at least 1"),
     (["--hours", "nan"], "--hours must be a finite length > 0, not nan"),
     (["--hours", "1", "--process-ms", "0"], "job setting process_seconds must be above 0, not 0.0"),
     (["--hours", "1", "--slo", "0"], "--slo must be a finite number of seconds > 0"),
