@@ -64,8 +64,8 @@ REPORT_EVERY_S = 0.5  # how often a worker sends its progress
 
 
 def workers_for(runs: int, seconds: int, workers: int | None) -> int:
-    """How many processes `compare` runs on: `workers` if given (at most one a run), else one
-    per core for runs of at least `PARALLEL_FROM_S`, one otherwise."""
+    """How many processes `compare` runs on: `workers` if given (at most one a run); None, one
+    per core for runs of at least `PARALLEL_FROM_S` and one otherwise."""
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a whole number >= 1, not {workers!r}")
@@ -78,9 +78,12 @@ def workers_for(runs: int, seconds: int, workers: int | None) -> int:
 def compare(workload: Workload, job: JobModel, policies: Sequence[tuple[str, Policy]],
             guards: Guards | None = None, tick_s: int = 15, seed: int = 7,
             progress: bool | None = None, window_s: int | None = None,
-            workers: int | None = None) -> list[Run]:
+            workers: int | None = 1) -> list[Run]:
     """One run per policy, on identical traffic and noise, in the order given; `progress` None
-    shows a bar on a TTY; `workers` processes (`workers_for`)."""
+    shows a bar on a TTY. `workers` processes (`workers_for`; None: one per core for long runs,
+    as the `simulate` command does): one by default here, since a spawned worker imports the
+    caller's main module again (a script without a `__main__` guard would start over) and takes
+    its policies by import (a class defined in a notebook is not there)."""
     total = workload.seconds // tick_s * tick_s * len(policies)
     count = workers_for(len(policies), workload.seconds, workers)
     if count > 1 and (unsent := _unpicklable(policies)):

@@ -475,7 +475,7 @@ def test_runs_on_several_processes_are_the_runs_of_one_process_in_the_same_order
     workload = workloads.build("step", before=500, after=2500, at=600, seconds=1800)
     job = JobModel(partitions=4)
     policies = variants(["autosizer", "lag-threshold"], {}, {"lag-threshold.lag_threshold": [500, 5000]})
-    alone = compare(workload, job, policies, workers=1, progress=False)
+    alone = compare(workload, job, policies, progress=False)  # the Python API's default: one process
     spread = compare(workload, job, policies, workers=2, progress=False)
     assert [r.policy for r in spread] == [r.policy for r in alone] == [
         "autosizer", "lag-threshold lag_threshold=500", "lag-threshold lag_threshold=5000"]
