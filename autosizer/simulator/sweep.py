@@ -1,7 +1,8 @@
 """Run several policies, or several settings of one, over the same workload, with a progress bar.
 
-The runs are independent (each draws the same noise from its seed), so runs of a day or more
-go to one process per core: a tuning sweep over a week is CPU-bound Python, one run per core.
+The runs are independent (each draws the same noise from its seed), so they may go to one
+process each: a tuning sweep over a week is CPU-bound Python. The `simulate` command does that for
+runs of a day or more (`workers_for`); from Python it is asked for (`compare(workers=...)`).
 """
 
 from __future__ import annotations
