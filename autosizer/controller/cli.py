@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"Redis: {type(exc).__name__}: {redact(str(exc))[:300]}")
     except OSError as exc:  # a file that could not be written after the checks (a full disk): one line
         return _fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
+    except KeyboardInterrupt:  # Ctrl-C in a one-shot command (the daemon and the pipeline stop on their own handlers)
+        sys.stderr.write("autosizer: interrupted\n")
+        return 130  # the shell's code for a command ended by SIGINT
     return 0
 
 

@@ -12,9 +12,9 @@ import multiprocessing
 import os
 import pickle
 import queue
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 import structlog
@@ -127,17 +127,19 @@ def _one(label: str, policy: Policy, workload: Workload, job: JobModel, guards: 
 def _in_processes(count: int, update: Callable[[int], Any], tasks: list[tuple]) -> list[Run]:
     """`_one` of every task on `count` spawned processes, the runs in the tasks' order; each
     worker's progress comes back over a queue. Spawned, not forked: the parent may hold threads
-    (the bar's monitor, numba's), which a fork copies mid-step."""
+    (the bar's monitor, numba's), which a fork copies mid-step. The workers ignore Ctrl-C; the
+    parent, leaving the pool on it (or on a run's error), ends them at once: an executor's
+    workers caught it as a run's error and went on with the next run, so Ctrl-C waited for it."""
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
-    with ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init, initargs=(reports,)) as pool:
-        futures: list[Future] = [pool.submit(_worker_run, *task) for task in tasks]
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=REPORT_EVERY_S, return_when=FIRST_COMPLETED)
-            _drain(reports, update)
+    with context.Pool(count, initializer=_worker_init, initargs=(reports,)) as pool:  # leaving: terminate
+        pending = [pool.apply_async(_worker_run, task) for task in tasks]
+        for result in pending:
+            while not result.ready():
+                result.wait(REPORT_EVERY_S)
+                _drain(reports, update)
         _drain(reports, update)
-        return [future.result() for future in futures]  # a worker's error is raised here, once
+        return [result.get() for result in pending]  # a worker's error is raised here, once
 
 
 def _drain(reports: Any, update: Callable[[int], Any]) -> None:
@@ -154,6 +156,7 @@ _reports: Any = None  # a worker's queue to the parent (set by `_worker_init`)
 def _worker_init(reports: Any) -> None:
     global _reports
     _reports = reports
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (`_in_processes`)
 
 
 def _worker_run(*task: Any) -> Run:

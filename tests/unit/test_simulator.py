@@ -490,6 +490,19 @@ def test_runs_on_several_processes_are_the_runs_of_one_process_in_the_same_order
         workers_for(3, 60, 0)
 
 
+def test_ctrl_c_ends_a_command_with_one_line_and_the_shells_code(monkeypatch, capsys):
+    """Ctrl-C during a long simulation printed a page of traceback (the workers' wait, or the
+    policy's line it stopped in); a one-shot command now ends with one line and code 130."""
+    from autosizer.simulator import sweep
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "compare", interrupted)
+    assert main(["simulate", "--trace", "step-up", "--policy", "autosizer"]) == 130
+    assert capsys.readouterr().err == "autosizer: interrupted\n"
+
+
 def test_a_policy_no_other_process_can_take_runs_in_this_one_and_says_why():
     """A plugin's policy defined in a function (or holding a lambda) cannot be pickled to a worker: the runs stay in this
     process, the same runs, with a warning that names the policy and the fix."""
