@@ -1,5 +1,6 @@
 """Collect: run the configured PromQL against Prometheus, one instant query per column
-(`range_points`: one query over a stretch of the past, for a backfill or a replay).
+(`range_series`, `range_points`: one query over a stretch of the past, for a backfill, a replay
+or a fit).
 
 The collector only fetches. What is missing, late or unreachable is recorded as a problem on the
 `Samples` it returns, never raised, so the evaluator turns it into an observation the guards hold on.
@@ -83,13 +84,16 @@ class PrometheusCollector:
         return sum(values) if values and all(math.isfinite(v) for v in values) else None
 
 
-def range_points(url: str, query: str, start: float, end: float, step_s: float,
-                 timeout_s: float = 30.0) -> list[tuple[float, float]]:
-    """(time, value) of `query` over [start, end] every `step_s`, its series summed, in as many
-    range queries as Prometheus' per-query limit needs. Values that are not finite are dropped;
-    an unreachable Prometheus or a refused query is one ValueError."""
+def range_series(url: str, query: str, start: float, end: float, step_s: float,
+                 timeout_s: float = 30.0) -> list[tuple[Labels, list[tuple[float, float]]]]:
+    """Every series of `query` over [start, end] every `step_s`, with its labels and its points
+    in time order, in as many range queries as Prometheus' per-query limit needs (`MAX_POINTS`:
+    one query over more than 11,000 steps is refused, so `autosizer fit` over a run of more than
+    three hours at 1 s failed). A value Prometheus sends that is not a number is NaN. An
+    unreachable Prometheus or a refused query is one ValueError; no retries (a down Prometheus
+    costs one timeout, not several)."""
     client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
-    points: dict[float, float] = {}
+    found: dict[tuple[tuple[str, str], ...], tuple[Labels, dict[float, float]]] = {}
     begin = start
     while begin < end:
         until = min(end, begin + step_s * MAX_POINTS)
@@ -99,14 +103,24 @@ def range_points(url: str, query: str, start: float, end: float, step_s: float,
         except (RequestException, PrometheusApiClientException, ValueError) as exc:
             raise ValueError(f"the range query at {redact(url)} failed ({redact(str(exc))[:200]}): check the "
                              f"URL, the query and that Prometheus is up") from None
-        summed: dict[float, float] = {}  # a query's series summed; the next query's first point repeats its last
-        for series in result:
-            for stamp, value in series.get("values", ()):
-                if math.isfinite(rate := _number((stamp, value))):
-                    summed[float(stamp)] = summed.get(float(stamp), 0.0) + rate
-        points.update(summed)
+        for series in result:  # a query's first point repeats the last one's: kept once
+            labels = series.get("metric", {})
+            _, points = found.setdefault(tuple(sorted(labels.items())), (labels, {}))
+            points.update((float(pair[0]), _number(pair)) for pair in series.get("values", ()))
         begin = until
-    return sorted(points.items())
+    return [(labels, sorted(points.items())) for labels, points in found.values()]
+
+
+def range_points(url: str, query: str, start: float, end: float, step_s: float,
+                 timeout_s: float = 30.0) -> list[tuple[float, float]]:
+    """(time, value) of `query` over [start, end] every `step_s`, its series summed
+    (`range_series`). Values that are not finite are dropped."""
+    summed: dict[float, float] = {}
+    for _, points in range_series(url, query, start, end, step_s, timeout_s):
+        for stamp, value in points:
+            if math.isfinite(value):
+                summed[stamp] = summed.get(stamp, 0.0) + value
+    return sorted(summed.items())
 
 
 def _number(pair: object) -> float:

@@ -543,25 +543,23 @@ def _restamped(series: Series, stamps: Series) -> Series:
 
 
 def fetch(url: str, start: float, end: float, selector: str = "", window: str = "10s",
-          step_s: float = 1.0, queries: Mapping[str, str] = FIT_QUERIES) -> dict[str, Series]:
-    """Range queries (FIT_QUERIES unless told) over [start, end] (epoch seconds)."""
-    from datetime import UTC, datetime
+          step_s: float = 1.0, queries: Mapping[str, str] = FIT_QUERIES,
+          timeout_s: float = 120.0) -> dict[str, Series]:
+    """Range queries (FIT_QUERIES unless told) over [start, end] (epoch seconds), each in as many
+    pieces as Prometheus' per-query limit needs (`range_series`); a query's time limit is
+    Prometheus' own default, two minutes."""
     from string import Template
 
-    from prometheus_api_client import PrometheusConnect
+    from autosizer.controller.collector import range_series
 
-    client = PrometheusConnect(url=url, disable_ssl=True)
     found: dict[str, Series] = {}
     for name, query in queries.items():
         text = Template(query).safe_substitute(selector=selector, window=window)
         try:
-            result = client.custom_query_range(
-                text, start_time=datetime.fromtimestamp(start, tz=UTC),
-                end_time=datetime.fromtimestamp(end, tz=UTC), step=f"{step_s:g}s")
-        except Exception as exc:  # requests' and the client's own errors
-            raise ValueError(f"Prometheus range query {name} at {url} failed ({exc}); check the URL") from None
-        found[name] = [(r.get("metric", {}), [(float(t), _number(v)) for t, v in r.get("values", ())])
-                       for r in result]
+            found[name] = [(dict(labels), points) for labels, points in
+                           range_series(url, text, start, end, step_s, timeout_s)]
+        except ValueError as exc:
+            raise ValueError(f"Prometheus range query {name}: {exc}") from None
     return found
 
 
@@ -681,10 +679,3 @@ def _resample(points: list[tuple[float, float]], start: float, seconds: np.ndarr
         at = np.searchsorted(times, seconds, side="right") - 1
         return np.where(at >= 0, values[np.maximum(at, 0)], values[0])
     return np.interp(seconds, times, values, left=values[0] if hold_first else 0.0, right=values[-1])
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan

@@ -13,8 +13,9 @@ from autosizer.elasticity import FACTORS, Layout
 from autosizer.embedded import EmbeddedPrometheus
 from autosizer.pipeline.admission import Admission
 from autosizer.pipeline.slots import TaskProgress
-from autosizer.simulator.fit import batch_commits, fetch, fitted_run
+from autosizer.simulator.fit import FIT_QUERIES, batch_commits, fetch, fitted_run
 from tests.daemon_harness import FedExporter
+from tests.integration.test_history_backfill import _blocks
 from tests.integration.test_pipeline import wait_until
 
 pytestmark = pytest.mark.integration
@@ -86,3 +87,27 @@ def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_
     # phase of up to a second came on top: run 85.)
     assert 0.45 <= model.metrics_age_s <= 0.9, model.metrics_age_s  # the steps read 1.34 (0.53 here)
     assert model.hot_shares[4] == pytest.approx(np.full(4, 0.25))
+
+
+def test_the_fit_reads_a_run_longer_than_one_range_query_takes_in_pieces(tmp_path, capsys):
+    """Prometheus refuses a range query of more than 11,000 steps, so `autosizer fit` over a run of
+    more than three hours at 1 s failed, and its error said to check the URL. Four hours of two
+    partitions' watermarks (promtool blocks, a sample a second, 100 records/s each) now read back
+    in pieces: every second once per partition, at the rate written. An unreachable Prometheus
+    is one line at once (it was retried three times, six seconds)."""
+    now = float(int(time.time()))
+    start, end = now - 4 * 3600, now - 60
+    _blocks(tmp_path / "prom" / "data", start - 60, now, rate=lambda at, now: 200.0, step_s=1)
+    with EmbeddedPrometheus([], tmp_path / "prom") as prometheus:
+        series = fetch(prometheus.url, start, end, window="3s", queries={"input_rate": FIT_QUERIES["input_rate"]})
+    rates = series["input_rate"]
+    assert sorted(labels["partition"] for labels, _ in rates) == ["0", "1"]
+    for _, points in rates:
+        times = [t for t, _ in points]
+        assert times[0] == start and times[-1] == end and times == list(np.arange(start, end + 1))
+        assert all(v == pytest.approx(100.0) for _, v in points)
+    assert main(["fit", "--prometheus", "http://127.0.0.1:1", "--start", str(start), "--end", str(end),
+                 "--out", str(tmp_path / "run.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autosizer: error: Prometheus range query input_rate: the range query at "
+                          "http://127.0.0.1:1 failed") and err.count("\n") == 1, err
