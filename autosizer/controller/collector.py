@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -84,14 +85,20 @@ class PrometheusCollector:
         return sum(values) if values and all(math.isfinite(v) for v in values) else None
 
 
+def range_pieces(start: float, end: float, step_s: float) -> int:
+    """How many range queries `range_series` sends for [start, end] every `step_s`."""
+    return max(0, math.ceil((end - start) / (step_s * MAX_POINTS)))
+
+
 def range_series(url: str, query: str, start: float, end: float, step_s: float,
-                 timeout_s: float = 30.0) -> list[tuple[Labels, list[tuple[float, float]]]]:
+                 timeout_s: float = 30.0, progress: Callable[[], Any] | None = None,
+                 ) -> list[tuple[Labels, list[tuple[float, float]]]]:
     """Every series of `query` over [start, end] every `step_s`, with its labels and its points
     in time order, in as many range queries as Prometheus' per-query limit needs (`MAX_POINTS`:
     one query over more than 11,000 steps is refused, so `autosizer fit` over a run of more than
     three hours at 1 s failed). A value Prometheus sends that is not a number is NaN. An
     unreachable Prometheus or a refused query is one ValueError; no retries (a down Prometheus
-    costs one timeout, not several)."""
+    costs one timeout, not several). `progress()` after each query (`range_pieces` in all)."""
     client = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
     found: dict[tuple[tuple[str, str], ...], tuple[Labels, dict[float, float]]] = {}
     begin = start
@@ -108,6 +115,8 @@ def range_series(url: str, query: str, start: float, end: float, step_s: float,
             _, points = found.setdefault(tuple(sorted(labels.items())), (labels, {}))
             points.update((float(pair[0]), _number(pair)) for pair in series.get("values", ()))
         begin = until
+        if progress is not None:
+            progress()
     return [(labels, sorted(points.items())) for labels, points in found.values()]
 
 

@@ -544,22 +544,28 @@ def _restamped(series: Series, stamps: Series) -> Series:
 
 def fetch(url: str, start: float, end: float, selector: str = "", window: str = "10s",
           step_s: float = 1.0, queries: Mapping[str, str] = FIT_QUERIES,
-          timeout_s: float = 120.0) -> dict[str, Series]:
+          timeout_s: float = 120.0, progress: bool | None = None) -> dict[str, Series]:
     """Range queries (FIT_QUERIES unless told) over [start, end] (epoch seconds), each in as many
     pieces as Prometheus' per-query limit needs (`range_series`); a query's time limit is
-    Prometheus' own default, two minutes."""
+    Prometheus' own default, two minutes. A day's run is some 250 queries: a bar counts them on
+    a terminal (`progress` None), or always (True), or never (False)."""
     from string import Template
 
-    from autosizer.controller.collector import range_series
+    from tqdm import tqdm
+
+    from autosizer.controller.collector import range_pieces, range_series
 
     found: dict[str, Series] = {}
-    for name, query in queries.items():
-        text = Template(query).safe_substitute(selector=selector, window=window)
-        try:
-            found[name] = [(dict(labels), points) for labels, points in
-                           range_series(url, text, start, end, step_s, timeout_s)]
-        except ValueError as exc:
-            raise ValueError(f"Prometheus range query {name}: {exc}") from None
+    total = len(queries) * range_pieces(start, end, step_s)
+    with tqdm(total=total, unit="query", desc="reading Prometheus", leave=False,
+              disable=None if progress is None else not progress) as bar:
+        for name, query in queries.items():
+            text = Template(query).safe_substitute(selector=selector, window=window)
+            try:
+                found[name] = [(dict(labels), points) for labels, points in
+                               range_series(url, text, start, end, step_s, timeout_s, lambda: bar.update(1))]
+            except ValueError as exc:
+                raise ValueError(f"Prometheus range query {name}: {exc}") from None
     return found
 
 

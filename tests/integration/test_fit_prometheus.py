@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autosizer.controller.cli import main
+from autosizer.controller.collector import range_pieces, range_series
 from autosizer.elasticity import FACTORS, Layout
 from autosizer.embedded import EmbeddedPrometheus
 from autosizer.pipeline.admission import Admission
@@ -93,13 +94,17 @@ def test_the_fit_reads_a_run_longer_than_one_range_query_takes_in_pieces(tmp_pat
     """Prometheus refuses a range query of more than 11,000 steps, so `autosizer fit` over a run of
     more than three hours at 1 s failed, and its error said to check the URL. Four hours of two
     partitions' watermarks (promtool blocks, a sample a second, 100 records/s each) now read back
-    in pieces: every second once per partition, at the rate written. An unreachable Prometheus
-    is one line at once (it was retried three times, six seconds)."""
+    in pieces, a bar counting them: every second once per partition, at the rate written. An
+    unreachable Prometheus is one line at once (it was retried three times, six seconds)."""
     now = float(int(time.time()))
     start, end = now - 4 * 3600, now - 60
     _blocks(tmp_path / "prom" / "data", start - 60, now, rate=lambda at, now: 200.0, step_s=1)
+    pieces = []
     with EmbeddedPrometheus([], tmp_path / "prom") as prometheus:
         series = fetch(prometheus.url, start, end, window="3s", queries={"input_rate": FIT_QUERIES["input_rate"]})
+        range_series(prometheus.url, "autosizer_pipeline_high_watermark", start, end, 1.0,
+                     progress=lambda: pieces.append(1))
+    assert len(pieces) == range_pieces(start, end, 1.0) == 2  # 14,341 steps: the bar's count
     rates = series["input_rate"]
     assert sorted(labels["partition"] for labels, _ in rates) == ["0", "1"]
     for _, points in rates:
