@@ -547,7 +547,7 @@ def fetch(url: str, start: float, end: float, selector: str = "", window: str = 
           timeout_s: float = 120.0, progress: bool | None = None) -> dict[str, Series]:
     """Range queries (FIT_QUERIES unless told) over [start, end] (epoch seconds), each in as many
     pieces as Prometheus' per-query limit needs (`range_series`); a query's time limit is
-    Prometheus' own default, two minutes. A day's run is some 250 queries: a bar counts them on
+    Prometheus' own default, two minutes. A day's run is about 230 queries: a bar counts them on
     a terminal (`progress` None), or always (True), or never (False)."""
     from string import Template
 
