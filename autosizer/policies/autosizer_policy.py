@@ -98,7 +98,7 @@ from typing import Any
 import numpy as np
 
 from autosizer.elasticity import FACTORS
-from autosizer.policies.base import Decision, Observation, Watermarks, fraction, positive
+from autosizer.policies.base import Decision, Observation, Watermarks, fraction, frozen, positive
 from autosizer.policies.day_plan import day_plan
 from autosizer.policies.forecast import forecast_input, input_now, seen_in_part
 from autosizer.policies.peak_memory import recent_peaks, remember_peak, usual_level
@@ -234,10 +234,12 @@ class AutosizerPolicy:
             missed = last.missed
             if factor < current and self._step_unneeded(obs, planned_up, planned_peak, task_rate):
                 missed = self._today(obs)
-            return Decision(factor, reason, details, undo_scale_down=True, undo_scale_up=useless), AutosizerState(
-                times, rates, current, task_rate, backlog_rates, trial, ceiling, ceiling_until,
-                peaks, plan, planned_up, obs.watermarks or last.watermarks, arrivals, waited, raised, lowered,
-                planned_peak, missed, capacity, past, progress)
+            return Decision(factor, reason, details, undo_scale_down=True, undo_scale_up=useless), frozen(
+                AutosizerState, times=times, rates=rates, factor=current, task_rate=task_rate,
+                backlog_rates=backlog_rates, trial=trial, ceiling=ceiling, ceiling_until=ceiling_until,
+                peaks=peaks, plan=plan, planned_up=planned_up, watermarks=obs.watermarks or last.watermarks,
+                arrivals=arrivals, waited=waited, raised=raised, lowered=lowered, planned_peak=planned_peak,
+                missed=missed, capacity=capacity, past=past, progress=progress)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})
@@ -765,8 +767,10 @@ def _fitting(obs: Observation, task_rate: float, utilization: float, rate: float
     """The smallest factor up to the current one whose measured capacity takes `rate` at
     `utilization` (the current factor when none below it does)."""
     current = obs.factor
-    return next(f for f, c in zip(FACTORS, obs.capacity_list(task_rate), strict=True)
-                if f >= current or c * utilization >= rate)
+    for f, c in zip(FACTORS, obs.capacity_list(task_rate), strict=True):  # a loop, not next(): 3 calls a tick
+        if f >= current or c * utilization >= rate:
+            return f
+    return current
 
 
 def _hottest(obs: Observation, factor: int) -> float:

@@ -11,6 +11,8 @@ mostly wants sums, maxima and shares anyway.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +59,42 @@ def _unchecked(cls: type, fields: dict[str, Any]) -> Any:
     observation's cost. Input from anywhere else goes through the checked constructor."""
     made = object.__new__(cls)
     made.__dict__.update(fields)
+    return made
+
+
+@functools.cache
+def _defaults(cls: type) -> tuple[frozenset[str], dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """A dataclass's required fields, its fields' defaults, and its default factories."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} checks its fields in __post_init__: build it with its constructor")
+    required, fixed, factories = set(), {}, []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            fixed[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            factories.append((f.name, f.default_factory))
+        else:
+            required.add(f.name)
+    return frozenset(required), fixed, tuple(factories)
+
+
+def frozen(cls: type, **fields: Any) -> Any:
+    """`cls(**fields)` for a frozen dataclass with no `__post_init__`, without its generated
+    `__init__`, which sets each field through `object.__setattr__`: a policy's state of 21
+    fields and an observation of 19 cost 14 us each that way, a tenth of a simulated tick
+    (40,000 a week). Defaults fill what is not given; a required field missing is the same
+    TypeError the constructor raises, an unknown one too."""
+    required, fixed, factories = _defaults(cls)
+    if not required <= fields.keys() or not fields.keys() <= cls.__dataclass_fields__.keys():
+        missing = sorted(required - fields.keys()) or sorted(fields.keys() - cls.__dataclass_fields__.keys())
+        raise TypeError(f"{cls.__name__}: fields {missing} missing or unknown")
+    made = object.__new__(cls)
+    values = made.__dict__
+    values.update(fixed)
+    for name, factory in factories:
+        if name not in fields:
+            values[name] = factory()
+    values.update(fields)
     return made
 
 

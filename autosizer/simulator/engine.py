@@ -33,6 +33,7 @@ from autosizer.policies.base import (
     PARTITION_COLUMNS,
     TASK_COLUMNS,
     filled_hot_shares,
+    frozen,
 )
 from autosizer.policies.history import InputHistory
 from autosizer.simulator.job import JobModel
@@ -135,6 +136,7 @@ class _Block:
     task_totals: list[list[float]]
     marks: np.ndarray  # (ticks, partitions): each partition's high watermark as each tick reads it
     marks_age: np.ndarray  # (ticks,): how long before the tick's end each of those was read
+    marks_time: np.ndarray  # (ticks, partitions): when each was read, by the policy's clock
     overhead_tick: float = math.inf  # the first tick whose metrics show a saturated batch's fixed cost
     cut: np.ndarray | None = None  # (ticks,): a drain at the tick's end cuts a batch still at work
     sawtooth: np.ndarray | None = None  # (seconds, 3): `Run.sawtooth`'s
@@ -747,7 +749,8 @@ class _Model:
             lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                               (x_end, x_drained), ages, processed / tick, task_cap,
-                              (self.cum[seen][:, None] * self.input_weights, now - seen))
+                              (self.cum[seen][:, None] * self.input_weights, now - seen,
+                               (self.origin + (now - tick)) - (now - seen)))  # `observe`'s time less the age
         if sawtooth is None:  # a continuous job's age has no teeth: each second ends at its highest
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
@@ -810,6 +813,7 @@ class _Model:
             task_totals=np.stack([c.sum(axis=1) for c in task_columns], axis=1).tolist(),
             marks=marks[0],
             marks_age=marks[1],
+            marks_time=np.repeat(marks[2][:, None], lag_end.shape[1], axis=1),
         )
 
     def _shown_shares(self) -> np.ndarray:
@@ -842,13 +846,14 @@ class _Model:
         shares = self.hot_table  # what batches before this tick measured: this tick's show next
         self._learn_shares(int(time))
         self.overhead_measured = self.overhead_measured or k >= block.overhead_tick
-        return Observation(
-            self.origin + time, factor,
-            # the columns are the engine's own float64 rows: built without the checks (`_unchecked`)
-            PartitionStats.unchecked(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
-                                     dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
-            TaskStats.unchecked(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
-                                dict(zip(TASK_COLUMNS, t_totals, strict=True))),
+        # the columns are the engine's own float64 rows: built without the checks (`_unchecked`),
+        # and the observation without its generated `__init__` (`frozen`)
+        return frozen(
+            Observation, time=self.origin + time, factor=factor,
+            partitions=PartitionStats.unchecked(self.names, p[0][k], p[1][k], p[2][k], p[3][k],
+                                                dict(zip(PARTITION_COLUMNS, p_totals, strict=True))),
+            tasks=TaskStats.unchecked(names, partition, t[0][k], t[1][k], t[2][k], t[3][k],
+                                      dict(zip(TASK_COLUMNS, t_totals, strict=True))),
             since_rescale_s=since, restart_downtime_s=self.downtime_seen,
             saturated_rate=self.job.task_rate(factor), hot_shares=shares,
             # until the pipeline measures a batch's fixed cost the daemon reads the commit latency
@@ -860,8 +865,7 @@ class _Model:
             cache={"shares": shares},  # filled: not again each tick
             # Stamped when they were read: before the run's second 0 at its first ticks, as a
             # daemon's first query gets a scrape from before it started.
-            watermarks=Watermarks.unchecked(self.names, block.marks[k],
-                                            np.full(len(self.names), self.origin + time - block.marks_age[k])))
+            watermarks=Watermarks.unchecked(self.names, block.marks[k], block.marks_time[k]))
 
     def _duties(self) -> np.ndarray | None:
         """`JobModel.shown_duties`, once per state (a week asks 40,000 times)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import textwrap
@@ -23,7 +24,8 @@ from autosizer.policies import (
     load_policy,
     policy_names,
 )
-from autosizer.policies.base import factor_for
+from autosizer.policies.autosizer_policy import AutosizerState
+from autosizer.policies.base import factor_for, frozen
 from autosizer.policies.guards import GuardState
 
 
@@ -1318,3 +1320,28 @@ def test_a_hold_below_the_scale_down_band_names_the_input_that_keeps_the_factor(
     assert reasons[-1] == "hold: input 500/s would fit less, but it reached 8000/s within 180 min"
     steady, _ = policy.decide(observe(factor=8, input_rate=5000, task_rate=400))
     assert steady.reason == "hold: utilization 39% of measured 12800/s"  # a factor below would not fit it
+
+
+def test_a_frozen_value_built_without_its_init_is_the_one_its_constructor_builds():
+    """`frozen` skips a frozen dataclass's generated `__init__` (14 us a tick for an observation,
+    as much for the policy's state): what it builds must be field for field what the constructor
+    builds, defaults and fresh default factories included, and a call the constructor refuses
+    must be refused too."""
+    stats = PartitionStats.from_rows({("t", 0): (5.0, 1.0, 10.0, 9.0)})
+    made = frozen(Observation, time=3.0, factor=2, partitions=stats, since_rescale_s=4.0)
+    built = Observation(3.0, 2, stats, since_rescale_s=4.0)
+    assert made.__dict__.keys() == built.__dict__.keys()
+    assert all(made.__dict__[k] is built.__dict__[k] for k in made.__dict__ if k not in ("tasks", "cache"))
+    assert len(made.tasks) == 0 and made.cache == {} and made.cache is not frozen(
+        Observation, time=3.0, factor=2, partitions=stats).cache  # a factory's value is each one's own
+    assert made.lag_records == 5.0 and made.restart_downtime_s == 2.0
+    state = frozen(AutosizerState, factor=4)
+    assert state == AutosizerState(factor=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.factor = 8  # type: ignore[misc]
+    with pytest.raises(TypeError, match="partitions"):
+        frozen(Observation, time=3.0, factor=2)
+    with pytest.raises(TypeError, match="fcator"):
+        frozen(AutosizerState, fcator=4)
+    with pytest.raises(TypeError, match="__post_init__"):
+        frozen(Decision, factor=3, reason="")  # it checks its factor there
