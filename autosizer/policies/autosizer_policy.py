@@ -389,10 +389,13 @@ class AutosizerPolicy:
         as long as that look-ahead. Only where the days saw the hour ahead: a plan from a day
         recorded from its evening on knows that evening, not this afternoon (`nyc-flights`'
         Tuesdays went 16 -> 32 -> 16 within the hour)."""
+        recent = max(forecast, highest)
+        if _fitting(obs, task_rate, self.down, recent) >= obs.factor:
+            return obs.factor, ""  # the input itself needs the factor: no look-back to read
         foresight = planned is not None and obs.history is not None and \
             obs.history.expected_peak(obs.time, self.day_ahead) is not None
         memory = self.day_ahead if foresight else self.lull_memory
-        return self._scale_down(obs, task_rate, max(forecast, highest), recent_peaks(peaks, obs.time, memory),
+        return self._scale_down(obs, task_rate, recent, recent_peaks(peaks, obs.time, memory),
                                 memory, planned, planned_up, raised if foresight else -math.inf)
 
     def _ahead_waits(self, obs: Observation, lowered: float, missed_today: bool) -> str:
@@ -451,11 +454,10 @@ class AutosizerPolicy:
     def _scale_down(self, obs: Observation, task_rate: float, recent: float,
                     peaks: tuple[tuple[float, float], ...], memory: float,
                     planned: np.ndarray | None, planned_up: float, raised: float) -> tuple[int, str]:
-        """The factor to scale down to (the current one to hold) and why; "" when the recent
-        input itself needs the current factor. Each check may only raise the answer."""
+        """The factor to scale down to (the current one to hold) and why, for a `recent` input
+        that would fit less (`_lower` holds without a word where it does not). Each check may
+        only raise the answer."""
         current = obs.factor
-        if _fitting(obs, task_rate, self.down, recent) >= current:
-            return current, ""
         usual = max(recent, usual_level(peaks))
         wish = _fitting(obs, task_rate, self.down, usual)
         if wish >= current:
