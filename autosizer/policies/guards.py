@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, replace
 
 from autosizer.elasticity import validate_factor
-from autosizer.policies.base import Decision, Observation, Watermarks, frozen
+from autosizer.policies.base import Decision, Observation, Watermarks
 from autosizer.policies.forecast import input_now
 
 
@@ -69,8 +69,7 @@ class Guards:
         300s" for four minutes while its policy had judged the scale-up useless (session 71)."""
         state = state or GuardState()
         earlier = state.watermarks
-        state = frozen(GuardState, scale_down_since=state.scale_down_since, scaled_down_to=state.scaled_down_to,
-                       scaled_up_from=state.scaled_up_from, watermarks=observation.watermarks or earlier)
+        state = replace(state, watermarks=observation.watermarks or earlier)
         current = observation.factor
         problems = observation.problems()
         if observation.age_s > self.max_age_s:

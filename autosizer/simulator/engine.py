@@ -749,8 +749,10 @@ class _Model:
             lag_end = np.maximum(0.0, lag_end - processed / tick * job.lag_probe_age_s)
         block = self._columns(factor, self.observed_input(seen), lag_records, lag_seconds, lag_end,
                               (x_end, x_drained), ages, processed / tick, task_cap,
+                              # the read times: the tick's time as `observe` stamps it (the run's seconds
+                              # count from the end of `simulate`'s one-tick lead-in) less the age
                               (self.cum[seen][:, None] * self.input_weights, now - seen,
-                               (self.origin + (now - tick)) - (now - seen)))  # `observe`'s time less the age
+                               (self.origin + (now - tick)) - (now - seen)))
         if sawtooth is None:  # a continuous job's age has no teeth: each second ends at its highest
             sawtooth = np.stack([lag_seconds, np.full(rate.size, np.nan), np.full(rate.size, np.nan)],
                                 axis=1).astype(np.float32)
