@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -121,13 +122,15 @@ def pipeline(spark, broker, redis_server, job, tmp_path):
     return make
 
 
-def rescale(store, control, factor: int) -> None:
-    """What the daemon's actuator does: drain, migrate to `factor`, start, see it running. The
-    generation is read once drained (a Kinesis pipeline may take a re-shard in place before)."""
+def rescale(store, control, factor: int, grouper: str | None = None) -> None:
+    """What the daemon's actuator does: drain, migrate to `factor` (and `grouper`, if given),
+    start, see it running. The generation is read once drained (a Kinesis pipeline may take a
+    re-shard in place before)."""
     control.request("drain")
     wait_until(lambda: control.status().get("state", "").startswith("stopped@"), 60, "the drain")
     generation = store.current_generation()
-    store.migrate(generation, store.layout().with_factor(factor))
+    layout = store.layout().with_factor(factor)
+    store.migrate(generation, layout if grouper is None else dataclasses.replace(layout, grouper=grouper))
     control.request("start")
     assert control.wait_for(f"running@{generation + 1}", 60), control.status()
 
