@@ -21,7 +21,13 @@ import structlog
 
 from autosizer.actuators.base import ActuatorContext, Outcome, Plan, number
 from autosizer.actuators.journal import Entry, record_rescale
-from autosizer.actuators.verification import VERIFY_LAG_SLACK, VERIFY_WINDOW_S, lag_got_worse
+from autosizer.actuators.verification import (
+    VERIFY_LAG_SLACK,
+    VERIFY_WINDOW_S,
+    lag_got_worse,
+    slowest,
+    tail_times,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -150,19 +156,29 @@ class RestartActuator:
             # helped. Watching its lag would only keep the daemon from its next tick. After an
             # expansion the new partitions' backlog joins the lag: commits are the check.
             return None, downtime
-        first = self.context.lag()
-        self.clock.sleep(self.verify_window)
-        last = self.context.lag()
-        if first is None or last is None:
+        first, tail = self.context.lag(), self._tail_readings()
+        if first is None or not tail:
             log.warning("actuation.verify_lag_unknown", id=entry.id,
                         detail="no lag reading around the verification window; checked commits only")
             return None, downtime
-        worse = lag_got_worse(first, last, self.verify_window, entry.input_rate, entry.processed_rate, self.slack)
+        seconds, last = slowest(first, tail)
+        worse = lag_got_worse(first, last, seconds, entry.input_rate, entry.processed_rate, self.slack)
         if worse is None:  # logged too: a check passed near its limit explains what came next
             log.info("actuation.lag_check_passed", id=entry.id, lag_first=first, lag_last=last,
-                     window_s=self.verify_window, input_rate=entry.input_rate,
+                     window_s=round(seconds, 2), input_rate=entry.input_rate,
                      processed_rate=entry.processed_rate, slack=self.slack)
         return (None if worse is None else f"under factor {entry.to_factor}: {worse}"), downtime
+
+    def _tail_readings(self) -> list[tuple[float, float]]:
+        """The lag at `tail_times` of the window (seconds since its start, as read), the unknown
+        ones left out."""
+        began, readings = self.clock.monotonic(), []
+        for due in tail_times(self.verify_window):
+            self.clock.sleep(max(0.0, due - (self.clock.monotonic() - began)))
+            seconds, lag = self.clock.monotonic() - began, self.context.lag()
+            if lag is not None:
+                readings.append((seconds, lag))
+        return readings
 
     def _roll_back(self, entry: Entry, why: str, began: float, steps: list[str]) -> Outcome:
         if entry.expansion:

@@ -7,12 +7,36 @@ back when it grew faster than before the rescale by more than `VERIFY_LAG_SLACK`
 The daemon is inside the actuation all that while, so it does not tick; the simulator runs the
 same rule, so a policy that scales down too far is scored with the rollback and the wait a real
 daemon gets (run 82's 8 -> 1 kept the daemon 30.8 s).
+
+The backlog is a sawtooth: it falls at each commit and grows by the input until the next. The
+first reading comes just after a commit, at a trough; one reading at the window's end lands
+anywhere up to a batch's input higher, which a short window read as growth (a Kinesis job at
+2/s, a 6 s window: a healthy 4 -> 1 rolled back on 7 records, session 76). So the lag is read
+every `READ_EVERY_S` over the window's last `VERIFY_TAIL` too, and the growth is the slowest
+from the first reading to any of those: a trough's where the backlog holds, the end's where it
+grows and then levels off (as the old one reading judged), the same wherever it grows steadily.
 """
 
 from __future__ import annotations
 
 VERIFY_WINDOW_S = 30.0
 VERIFY_LAG_SLACK = 0.25
+VERIFY_TAIL = 1 / 3  # the share of the window, at its end, read every READ_EVERY_S
+READ_EVERY_S = 1.0
+
+
+def tail_times(window_s: float) -> list[float]:
+    """Seconds after the first reading at which the lag is read again: every `READ_EVERY_S`
+    over the window's last `VERIFY_TAIL`, and at its end."""
+    start = window_s - window_s * VERIFY_TAIL
+    count = int((window_s - start) / READ_EVERY_S)
+    return [t for t in (start + i * READ_EVERY_S for i in range(count + 1)) if t < window_s] + [window_s]
+
+
+def slowest(first: float, readings: list[tuple[float, float]]) -> tuple[float, float]:
+    """The (seconds, lag) reading over which the backlog grew the slowest from `first`, the
+    latest of equal ones."""
+    return min(readings, key=lambda r: ((r[1] - first) / r[0], -r[0]))
 
 
 def lag_got_worse(first: float, last: float, window_s: float, input_rate: float,
@@ -24,6 +48,6 @@ def lag_got_worse(first: float, last: float, window_s: float, input_rate: float,
     before = max(0.0, input_rate - processed_rate)
     allowed = before + slack * input_rate
     if growth > allowed:
-        return (f"lag grew {growth:.0f}/s over {window_s:.0f}s, more than the {allowed:.0f}/s "
-                f"allowed (it grew {before:.0f}/s before)")
+        return (f"lag grew {growth:.3g}/s over {window_s:.3g}s ({first:.0f} -> {last:.0f} records), "
+                f"more than the {allowed:.3g}/s allowed (it grew {before:.3g}/s before)")
     return None

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from autosizer.actuators.verification import lag_got_worse
+from autosizer.actuators.verification import lag_got_worse, slowest, tail_times
 from autosizer.controller.backoff import BACKOFF_MAX_S, BACKOFF_S, Backoff
 from autosizer.elasticity.lanes import MIN_SHARE_READ
 from autosizer.policies import Guards, Observation, PartitionStats, Policy, TaskStats, Watermarks
@@ -903,8 +903,9 @@ def _first_commit(sawtooth: np.ndarray) -> float | None:
 @dataclass(frozen=True)
 class _Check:
     """A scale-down's lag check, as the restart actuator runs it: the backlog at the new
-    generation's first commit and `verify_window_s` later (seconds counted with the lead-in),
-    against the input and the processed rate when it was decided."""
+    generation's first commit and over the last third of `verify_window_s` after it, the
+    slowest growth between (seconds counted with the lead-in), against the input and the
+    processed rate when it was decided."""
 
     decided: int  # the tick that decided the scale-down (the daemon's backoff counts from it)
     back: int  # the factor a rollback returns to
@@ -919,8 +920,9 @@ class _Check:
         def at(second: float) -> float:
             s = int(second)
             return float(past[s] if s < block_start else block[min(s - block_start, block.size - 1)])
-        return lag_got_worse(at(self.first), at(self.last), self.last - self.first,
-                             self.input_rate, self.processed_rate)
+        first = at(self.first)
+        seconds, last = slowest(first, [(t, at(self.first + t)) for t in tail_times(self.last - self.first)])
+        return lag_got_worse(first, last, seconds, self.input_rate, self.processed_rate)
 
 
 @dataclass(frozen=True)

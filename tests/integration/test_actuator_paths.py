@@ -109,6 +109,34 @@ def test_only_a_scale_down_is_watched_for_lag_growth(redis_server, job, tmp_path
         submit.stop(store.current_generation())
 
 
+@pytest.mark.parametrize("lags,result", [
+    ((0, 0, 9), "done"),  # a batch's input at the end, a trough before it: no growth
+    ((0, 8, 12), "rolled_back"),  # grows from trough to trough
+])
+def test_a_scale_downs_lag_check_reads_the_trough_of_the_windows_end(redis_server, job, tmp_path, lags, result):
+    """The lag at the first commit, then at 2 and 3 s of a 3 s window (its last third, every
+    second): the end is the lowest of those. One reading at the end took 9 records in 3 s for
+    growth (3/s where a quarter of 10/s is allowed) and rolled a healthy scale-down back."""
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=4))
+    script = tmp_path / "driver.py"
+    script.write_text(EVERY_FACTOR)
+    readings = iter(lags)
+    lease = LeaderLease(store, ttl_s=30)
+    assert lease.try_acquire()
+    context = ActuatorContext(store, ActuationJournal(store, lease.holder), lag=lambda: float(next(readings)))
+    submit = load_actuator("spark-submit", context, {
+        "command": [sys.executable, str(script), redis_server.url, job],
+        "pid_file": str(tmp_path / "driver.pid"), "stop_timeout_s": 5.0,
+        "verify_timeout_s": 20.0, "verify_window_s": 3.0})
+    try:
+        outcome = submit.act(Plan(1, 4, 1, "test", lag_before=0.0, input_rate=10.0, processed_rate=10.0))
+        assert outcome.result == result, outcome.detail
+        assert next(readings, None) is None  # all three read, no more
+    finally:
+        submit.stop(store.current_generation())
+
+
 # A Kinesis driver that takes a re-shard in place as soon as it runs the new generation (the
 # pipeline does so between batches), so its first commit lands under the generation after it.
 RESHARDS_AT_ONCE = textwrap.dedent("""

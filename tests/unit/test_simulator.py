@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from autosizer.actuators.verification import lag_got_worse
+from autosizer.actuators.verification import lag_got_worse, slowest, tail_times
 from autosizer.controller.cli import main
 from autosizer.elasticity import FACTORS
 from autosizer.policies import Decision, Guards
@@ -1250,9 +1250,35 @@ def test_the_lag_check_is_the_actuators_own_rule():
     # One rule for the restart actuator and the simulator (autosizer/actuators/verification.py).
     assert lag_got_worse(1000, 1000 + 30 * 140, 30, input_rate=600, processed_rate=600) is None
     assert lag_got_worse(1000, 1000 + 30 * 200, 30, input_rate=600, processed_rate=600) == (
-        "lag grew 200/s over 30s, more than the 150/s allowed (it grew 0/s before)")
+        "lag grew 200/s over 30s (1000 -> 7000 records), more than the 150/s allowed (it grew 0/s before)")
     # A job already falling behind before the rescale may go on at that pace.
     assert lag_got_worse(0, 30 * 300, 30, input_rate=600, processed_rate=400) is None
+    # Small rates read as themselves, not rounded to look equal ("grew 1/s, more than the 1/s allowed")
+    assert lag_got_worse(0, 7, 6, input_rate=2.02, processed_rate=2.0) == (
+        "lag grew 1.17/s over 6s (0 -> 7 records), more than the 0.525/s allowed (it grew 0.02/s before)")
+
+
+def test_the_lag_check_reads_the_slowest_growth_over_the_windows_last_third():
+    """Session 76's Kinesis run: 2/s, a 6 s window, a healthy 4 -> 1 rolled back on 7 records,
+    one batch's input read at the window's end. The lag is read over the last third too and the
+    slowest growth from the first reading counts: a trough's where the backlog holds, the same
+    wherever it grows steadily, the end's where it grows and then levels off."""
+    assert tail_times(30) == [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]
+    assert tail_times(6) == [4, 5, 6] and tail_times(0.5) == [pytest.approx(1 / 3), 0.5]
+
+    def check(lag) -> str | None:
+        seconds, last = slowest(lag(0), [(t, lag(t)) for t in tail_times(6)])
+        return lag_got_worse(lag(0), last, seconds, input_rate=2, processed_rate=2)
+
+    def sawtooth(t: float) -> float:  # 2/s in 3 s batches: 0, 2, 4, then committed
+        return 2 * (t % 3)
+
+    assert lag_got_worse(0, sawtooth(5), 5, input_rate=2, processed_rate=2) is not None  # one reading: 4 records
+    assert check(sawtooth) is None  # a trough at 6 s: no growth
+    assert check(lambda t: 2 * t) == "lag grew 2/s over 6s (0 -> 12 records), more than the 0.5/s allowed (it grew 0/s before)"
+    assert check(lambda t: t + sawtooth(t)) is not None  # growing under the sawtooth: trough to trough
+    assert check(lambda t: min(t, 3)) is None  # grew, then levelled off: 3 records over 6 s
+    assert slowest(0, [(4, 3.0), (5, 1.0), (6, 1.2)]) == (6, 1.2)  # the latest of equal growths
 
 
 def test_the_simulated_lag_check_lasts_as_the_shipped_actuators(tmp_path):
