@@ -11,7 +11,7 @@ daemon gets (run 82's 8 -> 1 kept the daemon 30.8 s).
 The backlog is a sawtooth: it falls at each commit and grows by the input until the next. The
 first reading comes just after a commit, at a trough; one reading at the window's end lands
 anywhere up to a batch's input higher, which a short window read as growth (a Kinesis job at
-2/s, a 6 s window: a healthy 4 -> 1 rolled back on 7 records, session 76). So the lag is read
+2/s, a 6 s window: a healthy 4 -> 1 rolled back on 4-8 records, session 76). So the lag is read
 every `READ_EVERY_S` over the window's last `VERIFY_TAIL` too, and the growth is the slowest
 from the first reading to any of those: a trough's where the backlog holds, the end's where it
 grows and then levels off (as the old one reading judged), the same wherever it grows steadily.

@@ -1259,7 +1259,7 @@ def test_the_lag_check_is_the_actuators_own_rule():
 
 
 def test_the_lag_check_reads_the_slowest_growth_over_the_windows_last_third():
-    """Session 76's Kinesis run: 2/s, a 6 s window, a healthy 4 -> 1 rolled back on 7 records,
+    """Session 76's Kinesis run: 2/s, a 6 s window, a healthy 4 -> 1 rolled back on 4-8 records,
     one batch's input read at the window's end. The lag is read over the last third too and the
     slowest growth from the first reading counts: a trough's where the backlog holds, the same
     wherever it grows steadily, the end's where it grows and then levels off."""
