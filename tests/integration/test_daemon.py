@@ -64,6 +64,10 @@ class Job:
         self.daemons: list = []
         wait_until(lambda: first_batch(self.store, self.pipeline, tmp / "pipeline.log"), 180,
                    "the pipeline's first batch")
+        # The load ran through Spark's start-up: the pipeline drains that backlog before a daemon
+        # reads it, which scaled up for it and back down (20-30 s of a test) on a slow start
+        wait_until(lambda: self.outputs().num_rows >= self.load.sent - 2 * rate, 120,
+                   "the start-up's backlog drained")
 
     def start_pipeline(self):
         """The job's pipeline process, as first started (the same flags, the same log)."""

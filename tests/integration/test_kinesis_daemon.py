@@ -47,6 +47,8 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
         load.start()
         wait_until(lambda: first_batch(store, pipeline, tmp_path / "pipeline.log"), 180,
                    "the pipeline's first batch")
+        # the start-up's backlog drained before the daemon reads it (it scaled 1 -> 8 -> 1 for it)
+        wait_until(lambda: read_committed(out).num_rows >= load.sent - 10, 120, "the start-up's backlog drained")
         config = write_config(tmp_path / "daemon.toml", job, redis_server.url, prometheus.url)
         daemon = start_daemon(config, tmp_path / "daemon.log")
         wait_until(lambda: any(d["inputs"].get("task_capacity") for d in decisions.last(5)), 120,
