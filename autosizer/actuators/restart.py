@@ -176,7 +176,7 @@ class RestartActuator:
         for due in tail_times(self.verify_window):
             self.clock.sleep(max(0.0, due - (self.clock.monotonic() - began)))
             seconds, lag = self.clock.monotonic() - began, self.context.lag()
-            if lag is not None:
+            if lag is not None and seconds > 0:  # a growth needs time (a clock that stood still)
                 readings.append((seconds, lag))
         return readings
 

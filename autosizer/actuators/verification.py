@@ -48,6 +48,12 @@ def lag_got_worse(first: float, last: float, window_s: float, input_rate: float,
     before = max(0.0, input_rate - processed_rate)
     allowed = before + slack * input_rate
     if growth > allowed:
-        return (f"lag grew {growth:.3g}/s over {window_s:.3g}s ({first:.0f} -> {last:.0f} records), "
-                f"more than the {allowed:.3g}/s allowed (it grew {before:.3g}/s before)")
+        return (f"lag grew {_figure(growth)}/s over {_figure(window_s)}s ({first:.0f} -> {last:.0f} "
+                f"records), more than the {_figure(allowed)}/s allowed (it grew {_figure(before)}/s before)")
     return None
+
+
+def _figure(value: float) -> str:
+    """Whole from 100 up, else three digits: a reason reads "2860/s", not "2.86e+03/s", and
+    "0.525/s", not "1/s" beside a growth of 1.17/s rounded the same way."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
