@@ -115,8 +115,9 @@ def test_only_a_scale_down_is_watched_for_lag_growth(redis_server, job, tmp_path
 ])
 def test_a_scale_downs_lag_check_reads_the_trough_of_the_windows_end(redis_server, job, tmp_path, lags, result):
     """The lag at the first commit, then at 2 and 3 s of a 3 s window (its last third, every
-    second): the end is the lowest of those. One reading at the end took 9 records in 3 s for
-    growth (3/s where a quarter of 10/s is allowed) and rolled a healthy scale-down back."""
+    second): the slowest growth from the first to any of those counts. One reading at the end
+    took 9 records in 3 s for growth (3/s where a quarter of 10/s is allowed) and rolled a
+    healthy scale-down back."""
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=4))
     script = tmp_path / "driver.py"

@@ -1256,7 +1256,7 @@ def test_the_lag_check_is_the_actuators_own_rule():
     # Small rates read as themselves, not rounded to look equal ("grew 1/s, more than the 1/s allowed")
     assert lag_got_worse(0, 7, 6, input_rate=2.02, processed_rate=2.0) == (
         "lag grew 1.17/s over 6s (0 -> 7 records), more than the 0.525/s allowed (it grew 0.02/s before)")
-    assert lag_got_worse(62096, 129246, 25, input_rate=7200, processed_rate=7170) == (  # lag-threshold's week
+    assert lag_got_worse(62096, 129246, 25, input_rate=7200, processed_rate=7170) == (  # large rates whole
         "lag grew 2686/s over 25s (62096 -> 129246 records), more than the 1830/s allowed (it grew 30/s before)")
 
 
