@@ -498,8 +498,11 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     # wait): the batch after the wait leaves it as it was, and none reads the 3 s wait
     assert gaps[first] == gaps[first - 1], f"the wait taken for the gap after a commit: {gaps}"
     assert all(gap < 1.0 for gap in gaps if gap is not None), gaps
-    measured = [(gap, overhead) for gap, (_, overhead) in zip(gaps, seen, strict=True) if gap is not None]
-    assert measured and all(0 <= gap <= overhead for gap, overhead in measured), measured
+    # the gap is a part of the fixed cost, wherever both are known: a cold batch's gap can come
+    # before any saturated batch measured the cost (CI, stop 82)
+    measured = [(gap, overhead) for gap, (_, overhead) in zip(gaps, seen, strict=True)
+                if gap is not None and overhead is not None]
+    assert measured and all(0 <= gap <= overhead for gap, overhead in measured), (gaps, seen)
     assert "autosizer_pipeline_batch_gap_seconds" in {family.name for family in agent.metrics.collect()}
 
 
