@@ -116,6 +116,20 @@ def first_batch(store, proc: subprocess.Popen, log: Path) -> bool:
     return store.committed_batch(1) >= 1
 
 
+def lag_below(prometheus_url: str, records: float):
+    """A wait's condition: the pipeline's lag gauge, summed as the daemon's query reads it from
+    Prometheus, is under `records`. What a daemon started next reads on its first tick, which
+    the sink's output does not tell: a Kinesis run's output was within 25 records of the load
+    while the gauge the first tick read was 78 (it scaled 1 -> 2 -> 1 for it)."""
+    collector = PrometheusCollector(prometheus_url, {"lag_records": DEFAULT_QUERIES["lag_records"]})
+
+    def below() -> bool:
+        lag = collector.lag()
+        return lag is not None and lag < records
+
+    return below
+
+
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
     if proc.poll() is not None:
         return
