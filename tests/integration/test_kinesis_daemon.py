@@ -56,9 +56,10 @@ def test_the_daemon_scales_a_kinesis_job_up_under_a_step_and_back_down(kinesis, 
         wait_until(lambda: first_batch(store, pipeline, tmp_path / "pipeline.log"), 180,
                    "the pipeline's first batch")
         # the start-up's backlog drained before the daemon reads it (it scaled 1 -> 8 -> 1 for it),
-        # to within 3 s of input as the daemon reads it: a job keeping up here runs 0-3 s behind
-        # (the output within 10 records of the load took a suite run 53 s to see)
-        wait_until(lag_below(prometheus.url, 3 * 5), 120, "the start-up's backlog drained")
+        # to within 5 s of input as the daemon reads it: a job keeping up here reads 0-4 s behind
+        # on a busy machine (the output within 10 records of the load took a suite run 53 s to
+        # see, a gauge under 3 s another 70 s), the start-up leaves 15 s and more
+        wait_until(lag_below(prometheus.url, 5 * 5), 120, "the start-up's backlog drained")
         config = write_config(tmp_path / "daemon.toml", job, redis_server.url, prometheus.url)
         daemon = start_daemon(config, tmp_path / "daemon.log")
         wait_until(lambda: any(d["inputs"].get("task_capacity") for d in decisions.last(5)), 120,
