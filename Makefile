@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(BIN)/ruff check autosizer tests benchmarks
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 3 --dist loadgroup
 
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
