@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ def first_batch(store, proc: subprocess.Popen, log: Path) -> bool:
     return store.committed_batch(1) >= 1
 
 
-def lag_below(prometheus_url: str, records: float):
+def lag_below(prometheus_url: str, records: float) -> Callable[[], bool]:
     """A wait's condition: the pipeline's lag gauge, summed as the daemon's query reads it from
     Prometheus, is under `records`. What a daemon started next reads on its first tick, which
     the sink's output does not tell: a Kinesis run's output was within 25 records of the load
