@@ -241,18 +241,27 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
 
     def _retry(self, what: str, call: Any) -> Any:
+        """`call` until it answers, for at least `retries` attempts and the outage bound they
+        stand for (`retries` x `timeout_s`, `broker_attempts`): an attempt need not wait out its
+        timeout. With the broker down, a watermark read can fail at once ("Unknown partition"
+        once the client's metadata is gone), so five attempts and their back-offs took 5 s of a
+        25 s bound, and the query failed on a 10 s broker restart (a test under load, session 78)."""
         last: Exception | None = None
-        for attempt in range(self.retries):
+        deadline = time.monotonic() + self.retries * self.timeout_s
+        attempt = 0
+        while attempt < self.retries or time.monotonic() < deadline:
             try:
                 result = call()
                 if result is not None:
                     return result
             except KafkaException as exc:
                 last = exc
-            time.sleep(min(0.2 * 2**attempt, 2.0))
+            time.sleep(max(0.0, min(0.2 * 2**attempt, 2.0, deadline - time.monotonic())))
+            attempt += 1
         raise KafkaUnavailable(
-            f"Kafka at {self.bootstrap} did not answer {what} after {self.retries} attempts "
-            f"({last}): start the broker or fix kafka.bootstrap.servers; nothing was committed"
+            f"Kafka at {self.bootstrap} did not answer {what} in {attempt} attempts over "
+            f"{self.retries * self.timeout_s:g}s ({last}): start the broker or fix kafka.bootstrap.servers; "
+            f"nothing was committed"
         )
 
 

@@ -16,7 +16,7 @@ from autosizer.pipeline.kafka_source import (
     register,
     write_plan,
 )
-from tests.servers import free_port
+from tests.servers import Broker, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +149,32 @@ def test_unknown_topic_and_unreachable_broker_fail_clearly(broker):
     with pytest.raises(KafkaUnavailable, match="did not answer .* start the broker"):
         down.initialOffset()
     down.stop()
+
+
+def test_a_broker_back_within_the_outage_bound_is_ridden_through_when_each_attempt_fails_at_once(tmp_path):
+    """The bound is attempts x timeout in time, however fast an attempt fails: with the broker
+    down, a watermark read fails at once ("Unknown partition"), and the attempts and their
+    back-offs alone took 0.6 s of this 4 s bound, so a broker back after 2 s failed the query
+    (session 78: the pipeline failed 5 s into a 10 s restart at the default 25 s bound)."""
+    import threading
+
+    broker = Broker(workdir=tmp_path / "broker").start()  # its data outlives the stop
+    try:
+        broker.create_topic("orders", 2)
+        broker.produce("orders", [(0, b"k", b"v")] * 3)
+        reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "orders",
+                                    "kafka.retries": "2", "kafka.timeoutMs": "2000"})
+        assert reader._watermarks("orders", 0) == (0, 3)
+        broker.stop()
+        back = threading.Timer(2.0, broker.start)
+        back.start()
+        try:
+            assert reader._watermarks("orders", 0) == (0, 3)
+        finally:
+            back.join()
+        reader.stop()
+    finally:
+        broker.stop()
 
 
 def test_a_partition_that_appears_at_run_time_is_read_from_its_start(broker):
