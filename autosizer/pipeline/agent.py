@@ -89,6 +89,14 @@ class PipelineFailed(RuntimeError):
     """The query stopped with an error; the agent reported `failed` with this message."""
 
 
+# Query errors a loaded node causes and a new query outlives. Spark gives a Python process it
+# starts a fixed 10 s to connect back (PythonWorkerFactory.createSimpleWorker, no setting), and
+# every query starts one for its Python source: with four test workers on two cores a restarted
+# pipeline's query failed there, 10 s after it started, having run no batch (session 78).
+TRANSIENT_QUERY_ERRORS = ("Python worker failed to connect back",)
+QUERY_RESTARTS = 3  # new queries in a row, with no batch committed between, before the error stands
+
+
 # How the query's own Spark checkpoint is written: it is scratch in the agent's work directory,
 # never read back (every start is planned from the job's checkpoints in Redis), so it goes
 # through the FileSystem API to Hadoop's plain local file system, where Spark's defaults went
@@ -273,6 +281,7 @@ class PipelineAgent:
         self._drained_at: tuple[float, int] | None = None
         self._query_shape: tuple | None = None  # what the running query was planned for
         self._starts = 0  # start_query calls: the read plan's epoch (kafka_source.EPOCH)
+        self._restarts = 0  # new queries after a transient error since the last committed batch
         self._resolver: Any = None  # startpoints and defaults, in start_query
         self._cp_lock = threading.Lock()  # the lag probe reads what the batch thread advances
         self._counts_since: dict[str, tuple[int, int]] = {}  # topic -> (broker count, seen since ms)
@@ -352,10 +361,29 @@ class PipelineAgent:
             error = self.query.exception()
             if error is None:
                 return  # stopped by a drain
+            if self._restarted(str(error)):
+                return
             self.failure = PipelineFailed(summarize_error(str(error)))
         self._heartbeat()
         log.error("pipeline.failed", job=self.config.job, error=str(self.failure))
         raise PipelineFailed(str(self.failure))
+
+    def _restarted(self, error: str) -> bool:
+        """Start a new query for one that failed on a loaded node (`TRANSIENT_QUERY_ERRORS`), up
+        to `QUERY_RESTARTS` times in a row: what a restarted process would do, without its
+        minute of JVM start. The sink mends what the failed query left, as at a process start,
+        and the new query plans from the checkpoints in Redis, so nothing is lost or repeated.
+        (The Python process that plans the query at its start, `create_data_source`, took 12 s
+        in a test and the query started: Spark waits longer for that one.)"""
+        if self._restarts >= QUERY_RESTARTS or not any(e in error for e in TRANSIENT_QUERY_ERRORS):
+            return False
+        self._restarts += 1
+        log.warning("pipeline.query_restarting", job=self.config.job, error=summarize_error(error),
+                    attempt=self._restarts, limit=QUERY_RESTARTS)
+        self.query = None
+        self.sink.recover(self.store)
+        self.start_query()
+        return True
 
     def _probe_lag(self, stop: threading.Event) -> None:
         """Every `lag_probe_seconds`, on its own thread with its own consumer (a slow broker
@@ -823,6 +851,7 @@ class PipelineAgent:
                 residues=tuple(zip(row["share_residues"] or (), row["share_counts"] or (), strict=True))))
         self.store.commit(generation, {t: cp.progress(t) for t in touched}, batch=batch)
         self._committed_batch = batch
+        self._restarts = 0
         sink.finalize(generation, batch)
         self.batches += 1
         self._publish_group_offsets(cp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from autosizer.elasticity import Layout
 from autosizer.elasticity.batch_cost import MIN_SPREAD
 from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.agent import (
+    QUERY_RESTARTS,
     SCRATCH_CHECKPOINT,
     PipelineAgent,
     PipelineConfig,
@@ -379,6 +381,30 @@ def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, j
     seen = topic_outputs(broker.bootstrap, "enriched").column("value").to_pylist()
     assert sorted(int(v.split(b":")[2]) for v in seen) == list(range(100))
     assert not errors
+
+
+def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_restarts(pipeline, spark, tmp_path):
+    """A new query for one that failed on a loaded node (Spark's fixed 10 s for the source's
+    Python process to connect back; `test_pipeline_process.py` has one outlived) comes at most
+    `QUERY_RESTARTS` times in a row: where that process never starts in time, the pipeline
+    fails with Spark's error after the third, not in a loop."""
+    import structlog
+
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"#!/bin/sh\ncase \"$*\" in *streaming_source_runner*) sleep 11;; esac\n"
+                    f"exec '{sys.executable}' \"$@\"\n")
+    slow.chmod(0o755)
+    context = spark.sparkContext
+    usual, context.pythonExec = context.pythonExec, str(slow)
+    try:
+        store, agent, sink = pipeline(partitions=1, factor=1)  # registers the sources with it
+    finally:
+        context.pythonExec = usual
+    with structlog.testing.capture_logs() as logs:
+        error = failure_of(agent)
+    assert "Python worker failed to connect back" in str(error)
+    restarts = [e["attempt"] for e in logs if e["event"] == "pipeline.query_restarting"]
+    assert restarts == list(range(1, QUERY_RESTARTS + 1)) == [1, 2, 3]
 
 
 def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broker):

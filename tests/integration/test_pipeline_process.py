@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 AUTOSIZER = str(Path(sys.executable).parent / "autosizer")
 
 
-def start_pipeline(redis_server, broker, job, out: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+def start_pipeline(redis_server, broker, job, out: Path, log: Path, python: str = sys.executable) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": python}
     return subprocess.Popen(
         [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo", "--job", job,
          "--redis", redis_server.url, "--bootstrap", broker.bootstrap, "--sink", f"file:{out}",
@@ -91,6 +91,35 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
     check_exactly_once_in_key_order(read_committed(out), total)
     # an operator reads the restarted process's start in its log (info is the default level)
     assert "pipeline.started" in (tmp_path / "second.log").read_text()
+
+
+def test_a_query_whose_python_process_starts_too_slowly_is_started_again(redis_server, broker, job, tmp_path):
+    """Spark gives each Python process it starts for a query (the source's planner and reader)
+    a fixed 10 s to connect back. On a loaded node it can take longer: with four test workers on
+    two cores a restarted pipeline's query failed so, 10 s after it started, and the pipeline
+    exited (session 78). Here the first streaming source runner Spark starts takes 12 s (a
+    wrapper around the interpreter): the pipeline starts a new query, and the same process
+    outputs every record once, in key order."""
+    broker.create_topic("orders", 2)
+    total = 400
+    broker.produce("orders", [((i % 20) % 2, b"key-%d" % (i % 20), b"%d" % (i // 20)) for i in range(total)])
+    store = MetadataStore(redis_server.url, job)
+    store.init_layout(Layout(topics={"orders": 2}, factor=2))
+    slow, out, log = tmp_path / "slow-python", tmp_path / "out", tmp_path / "pipeline.log"
+    slow.write_text(f"#!/bin/sh\ncase \"$*\" in *streaming_source_runner*)\n"
+                    f"  if mkdir '{tmp_path / 'slowed'}' 2>/dev/null; then sleep 12; fi;;\nesac\n"
+                    f"exec '{sys.executable}' \"$@\"\n")
+    slow.chmod(0o755)
+    proc = start_pipeline(redis_server, broker, job, out, log, python=str(slow))
+    try:
+        wait_until(lambda: read_committed(out).num_rows >= total or proc.poll() is not None, 240, "every record")
+        assert proc.poll() is None, "the pipeline exited: " + " | ".join(log.read_text().splitlines()[-3:])
+        time.sleep(1)  # a duplicate would show up as extra rows
+        check_exactly_once_in_key_order(read_committed(out), total)
+        text = log.read_text()
+        assert "pipeline.query_restarting" in text and "Python worker failed to connect back" in text
+    finally:
+        stop(proc)
 
 
 def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spark_settings(redis_server, broker, job, tmp_path):
