@@ -7,6 +7,8 @@ the same processes everywhere. Each one is stopped by `stop()` (or a `with` bloc
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import re
@@ -295,6 +297,7 @@ class EmbeddedBroker(_Process):
 
 ROOT = Path(__file__).resolve().parents[1]
 KINESIS_LOCAL = ROOT / ".tools" / "node_modules" / "kinesis-local"
+DATA_FILE = "kinesis-data.json"  # where the emulator keeps its streams under `data_dir`
 
 # Loaded into the emulator's node before its bundle (`--require`). kinesis-local (cats-effect on
 # Scala.js) reads the time of day as `performance.timeOrigin + performance.now()`: the wall clock
@@ -359,7 +362,7 @@ class EmbeddedKinesis(_Process):
                "SPLIT_SHARD_DURATION": ms, "MERGE_SHARDS_DURATION": ms, "UPDATE_SHARD_COUNT_DURATION": ms}
         if self.data_dir is not None:
             env.update(SHOULD_PERSIST_DATA="true", LOAD_DATA_IF_EXISTS="true", PERSIST_PATH=str(self.data_dir),
-                       PERSIST_INTERVAL="1s")
+                       PERSIST_FILE_NAME=DATA_FILE, PERSIST_INTERVAL="1s")
         clock = self.log.parent / "wall-clock.js"
         clock.write_text(WALL_CLOCK_JS)
         return ["node", "--require", str(clock), str(KINESIS_LOCAL / "main.js")], env
@@ -370,8 +373,30 @@ class EmbeddedKinesis(_Process):
 
     def halt(self) -> None:
         """Stop the emulator and keep its log (and its `data_dir`): `start` brings it back on the
-        same port."""
+        same port. The emulator rewrites its data file in place every second, and a stop in the
+        middle of a write left it cut short: the next start exited (`NoSuchElementException`),
+        on a machine loaded with four test workers (session 78). The last whole file read before
+        the stop is put back where the stop cut one."""
+        saved = self._whole_data()
         super().stop()
+        if saved is not None and self._whole_data(tries=1) is None:
+            (self.data_dir / DATA_FILE).write_bytes(saved)
+
+    def _whole_data(self, tries: int = 20) -> bytes | None:
+        """The data file when it holds whole JSON, read again a little later while a write is
+        in its way (None: no `data_dir`, no file yet, or none whole in `tries` reads)."""
+        if self.data_dir is None:
+            return None
+        for _ in range(tries):
+            try:
+                data = (self.data_dir / DATA_FILE).read_bytes()
+            except FileNotFoundError:
+                return None
+            with contextlib.suppress(ValueError):
+                json.loads(data)
+                return data
+            time.sleep(0.05)
+        return None
 
     def stop(self) -> None:
         self.halt()
