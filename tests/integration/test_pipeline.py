@@ -383,6 +383,18 @@ def test_kafka_sink_writes_every_output(pipeline, broker, spark, redis_server, j
     assert not errors
 
 
+def slow_python(tmp_path: Path, seconds: float, once: bool) -> Path:
+    """An interpreter for Spark's Python processes (`PYSPARK_PYTHON`, `pythonExec`) whose
+    streaming source runner takes `seconds` to start, the first one only (`once`) or every
+    one: what a loaded node does to the process Spark gives a fixed 10 s to connect back."""
+    slow = tmp_path / "slow-python"
+    wait = f"if mkdir '{tmp_path / 'slowed'}' 2>/dev/null; then sleep {seconds:g}; fi" if once else f"sleep {seconds:g}"
+    slow.write_text(f"#!/bin/sh\ncase \"$*\" in *streaming_source_runner*) {wait};; esac\n"
+                    f"exec '{sys.executable}' \"$@\"\n")
+    slow.chmod(0o755)
+    return slow
+
+
 def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_restarts(pipeline, spark, tmp_path):
     """A new query for one that failed on a loaded node (Spark's fixed 10 s for the source's
     Python process to connect back; `test_pipeline_process.py` has one outlived) comes at most
@@ -390,12 +402,8 @@ def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_res
     fails with Spark's error after the third, not in a loop."""
     import structlog
 
-    slow = tmp_path / "slow-python"
-    slow.write_text(f"#!/bin/sh\ncase \"$*\" in *streaming_source_runner*) sleep 11;; esac\n"
-                    f"exec '{sys.executable}' \"$@\"\n")
-    slow.chmod(0o755)
     context = spark.sparkContext
-    usual, context.pythonExec = context.pythonExec, str(slow)
+    usual, context.pythonExec = context.pythonExec, str(slow_python(tmp_path, 11, once=False))
     try:
         store, agent, sink = pipeline(partitions=1, factor=1)  # registers the sources with it
     finally:

@@ -17,6 +17,7 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.sinks import read_committed
 from tests.integration.test_pipeline import (
     check_exactly_once_in_key_order,
+    slow_python,
     spark_checkpoint_files,
     topic_outputs,
     wait_until,
@@ -94,8 +95,8 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(redis_server, broke
 
 
 def test_a_query_whose_python_process_starts_too_slowly_is_started_again(redis_server, broker, job, tmp_path):
-    """Spark gives each Python process it starts for a query (the source's planner and reader)
-    a fixed 10 s to connect back. On a loaded node it can take longer: with four test workers on
+    """Spark gives the Python process it starts for a query's source (its streaming source
+    runner) a fixed 10 s to connect back. On a loaded node it can take longer: with four test workers on
     two cores a restarted pipeline's query failed so, 10 s after it started, and the pipeline
     exited (session 78). Here the first streaming source runner Spark starts takes 12 s (a
     wrapper around the interpreter): the pipeline starts a new query, and the same process
@@ -105,11 +106,8 @@ def test_a_query_whose_python_process_starts_too_slowly_is_started_again(redis_s
     broker.produce("orders", [((i % 20) % 2, b"key-%d" % (i % 20), b"%d" % (i // 20)) for i in range(total)])
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=2))
-    slow, out, log = tmp_path / "slow-python", tmp_path / "out", tmp_path / "pipeline.log"
-    slow.write_text(f"#!/bin/sh\ncase \"$*\" in *streaming_source_runner*)\n"
-                    f"  if mkdir '{tmp_path / 'slowed'}' 2>/dev/null; then sleep 12; fi;;\nesac\n"
-                    f"exec '{sys.executable}' \"$@\"\n")
-    slow.chmod(0o755)
+    out, log = tmp_path / "out", tmp_path / "pipeline.log"
+    slow = slow_python(tmp_path, 12, once=True)
     proc = start_pipeline(redis_server, broker, job, out, log, python=str(slow))
     try:
         wait_until(lambda: read_committed(out).num_rows >= total or proc.poll() is not None, 240, "every record")
