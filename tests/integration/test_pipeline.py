@@ -402,14 +402,20 @@ def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_res
     fails with Spark's error after the third, not in a loop."""
     import structlog
 
+    from autosizer.pipeline import kafka_source, kinesis_source
+
     context = spark.sparkContext
     usual, context.pythonExec = context.pythonExec, str(slow_python(tmp_path, 11, once=False))
     try:
         store, agent, sink = pipeline(partitions=1, factor=1)  # registers the sources with it
     finally:
         context.pythonExec = usual
-    with structlog.testing.capture_logs() as logs:
-        error = failure_of(agent)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            error = failure_of(agent)
+    finally:  # the session's sources back on its own interpreter, for the tests after this one
+        kafka_source.register(spark)
+        kinesis_source.register(spark)
     assert "Python worker failed to connect back" in str(error)
     restarts = [e["attempt"] for e in logs if e["event"] == "pipeline.query_restarting"]
     assert restarts == list(range(1, QUERY_RESTARTS + 1)) == [1, 2, 3]
