@@ -222,8 +222,10 @@ def test_a_broker_that_does_not_answer_at_the_start_fails_the_pipeline_in_one_li
 
     store = MetadataStore(redis_server.url, job)
     store.init_layout(Layout(topics={"orders": 2}, factor=1, source=source))
+    # a short outage bound: what is checked is how the pipeline fails, not how long it waited
     where = (["--bootstrap", f"127.0.0.1:{free_port()}"] if source == "kafka" else
              ["--source", "kinesis", "--kinesis-endpoint", f"http://127.0.0.1:{free_port()}", "--region", "us-east-1"])
+    where += ["--broker-outage-s", "3"]
     result = run(["pipeline", "run", "--app", "tests.apps:echo", "--sink", "file:/tmp/never", *where,
                   "--redis", redis_server.url, "--job", job, "--master", "local[1]", "--metrics-port", "0"],
                  {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})

@@ -395,14 +395,20 @@ def slow_python(tmp_path: Path, seconds: float, once: bool) -> Path:
     return slow
 
 
-def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_restarts(pipeline, spark, tmp_path):
+def test_a_query_whose_python_process_never_starts_in_time_fails_once_its_restarts_are_spent(
+        pipeline, spark, tmp_path, monkeypatch):
     """A new query for one that failed on a loaded node (Spark's fixed 10 s for the source's
     Python process to connect back; `test_pipeline_process.py` has one outlived) comes at most
     `QUERY_RESTARTS` times in a row: where that process never starts in time, the pipeline
-    fails with Spark's error after the third, not in a loop."""
+    fails with Spark's error once they are spent, not in a loop. The limit is 2 here, not the
+    shipped 3: each attempt waits out Spark's 10 s, and a count that grows past 1 without being
+    reset is what the check needs (session 79; 43 s of a worker at 3)."""
     import structlog
 
+    from autosizer.pipeline import agent as agent_module
     from autosizer.pipeline import kafka_source, kinesis_source
+
+    monkeypatch.setattr(agent_module, "QUERY_RESTARTS", 2)
 
     context = spark.sparkContext
     usual, context.pythonExec = context.pythonExec, str(slow_python(tmp_path, 11, once=False))
@@ -418,7 +424,7 @@ def test_a_query_whose_python_process_never_starts_in_time_fails_after_three_res
         kinesis_source.register(spark)
     assert "Python worker failed to connect back" in str(error)
     restarts = [e["attempt"] for e in logs if e["event"] == "pipeline.query_restarting"]
-    assert restarts == list(range(1, QUERY_RESTARTS + 1)) == [1, 2, 3]
+    assert restarts == [1, 2] and QUERY_RESTARTS == 3
 
 
 def test_broker_down_fails_the_query_clearly_and_commits_nothing(pipeline, broker):
