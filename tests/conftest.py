@@ -42,28 +42,6 @@ def pytest_configure(config):
     os.environ["SPARK_SUBMIT_OPTS"] = f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
 
 
-def pytest_collection_modifyitems(items):
-    """Spread the unit modules evenly among the server modules, each module's tests kept
-    together and in order. Collected as named, every server test came first and every unit test
-    last: the server tests spend much of their time waiting on a JVM, a scrape or a tick, so
-    with the three workers of `make test` on two cores there were minutes with the cores 30-75%
-    idle, while the unit tests, which wait on nothing, queued for the end (session 79, `vmstat`:
-    11% idle over the run). Interleaved, a worker often has CPU work while the others wait.
-    `--dist loadgroup` still sends the trace suite's group first (xdist orders its work by the
-    size of each scope, the largest first, and keeps this order among the rest)."""
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    servers = [name for name in modules if "/integration/" in name]
-    units = [name for name in modules if "/integration/" not in name]
-
-    def place(name: str) -> float:
-        group = servers if name in servers else units
-        return (group.index(name) + 0.5) / len(group)
-
-    items[:] = [item for name in sorted(modules, key=place) for item in modules[name]]
-
-
 # No wall-clock deadlines: machines are noisy, and speed goals live in benchmarks/.
 settings.register_profile("autosizer", deadline=None)
 settings.load_profile("autosizer")
