@@ -47,10 +47,11 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
-    """`start(log)` a pipeline process, kill -9 it after a few commits (mid-run), start another
-    and let it finish all `total` records. The killed one's work directory, which nothing of
-    its own removes any more, is gone once the second has started."""
+def kill_9_mid_run_then_finish(start, store, out: Path, total: int, logs: Path) -> None:
+    """`start(log)` a pipeline process (its log `logs / log`), kill -9 it after a few commits
+    (mid-run), start another and let it finish all `total` records, never exiting. The killed
+    one's work directory, which nothing of its own removes any more, is gone once the second
+    has started."""
     first = start("first.log")
     try:
         wait_until(lambda: store.committed_batch(1) >= 2, 120, "a few committed batches")
@@ -64,7 +65,9 @@ def kill_9_mid_run_then_finish(start, store, out: Path, total: int) -> None:
     assert 0 < done_before < total, "the kill must land mid-run"
     second = start("second.log")
     try:
-        wait_until(lambda: read_committed(out).num_rows >= total, 180, "every record")
+        wait_until(lambda: read_committed(out).num_rows >= total or second.poll() is not None, 180, "every record")
+        assert second.poll() is None, "the pipeline exited: " + " | ".join(
+            (logs / "second.log").read_text().splitlines()[-3:])
         time.sleep(1)  # a duplicate would show up as extra rows
         assert not workdirs(first.pid), "the second pipeline removed the killed one's work directory"
         (workdir,) = workdirs(second.pid)
@@ -101,7 +104,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing_and_a_too_slow_pyth
         return start_pipeline(redis_server, broker, job, out, tmp_path / log,
                               python=slow if log == "second.log" else sys.executable)
 
-    kill_9_mid_run_then_finish(start, store, out, total)
+    kill_9_mid_run_then_finish(start, store, out, total, tmp_path)
     check_exactly_once_in_key_order(read_committed(out), total)
     # an operator reads the restarted process's start in its log (info is the default level)
     text = (tmp_path / "second.log").read_text()
