@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_sim_vs_real.py [--duration 240] [--source kinesis [--reshard]] [--high 255]
      [--expand-at 60]
-     [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S]
+     [--shape step|ramp|bursts] [--keys 200] [--clocks demo|shipped] [--policy NAME] [--memory S] [--cluster]
      [--cold] [--trace NAME [--day D]] [--history [same|holiday]] [--timezone ZONE] [--apart N]
      [--save run.json | --replay run.json [--ticks]]
 
@@ -50,6 +50,8 @@ and `--duration 840` the step's end brings a scale-down within the run, run 82),
 starts the load only once the pipeline's query runs (no start-up backlog: run 84). `--apart N`
 starts the job on a topic whose partitions 0 and 1 sit N offsets past 2 and 3, as a topic that
 has run a while does (session 53: the slot's threads went to the lower offsets until then).
+`--cluster` runs the pipeline on a standalone Spark cluster (one worker, 2 cores, the executors
+in their own JVM) instead of local[2]: the engine a deployment runs (session 80).
 `--trace NAME` plays one day (`--day`, default 1) of a real trace from the suite instead of the
 step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--duration 840`:
 750 s, 115x), its rates mapped onto 100-1,200/s. Printed besides: rescales, reversals within
@@ -417,6 +419,9 @@ def main() -> None:
     parser.add_argument("--expand-at", type=float,
                         help="grow the Kafka demo's topic 4 -> 8 partitions this many seconds into the run, the "
                              "producer moving half the keys at once; the daemon adopts it 20 s later")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the job's pipeline on a standalone Spark cluster (2 cores, its executors "
+                             "in their own JVM) instead of local[2]")
     parser.add_argument("--reshard", action="store_true",
                         help="with --source kinesis: keep the demo's split (45 s) and merge (75 s), as it ships")
     args = parser.parse_args()
@@ -443,7 +448,7 @@ def main() -> None:
         parser.error("--reshard splits and merges the Kinesis demo's shards: add --source kinesis")
     if args.source == "kinesis":
         given = [f"--{name.replace('_', '-')}" for name in ("png", "high", "memory", "cold", "trace", "history",
-                                                             "apart", "expand_at")
+                                                             "apart", "expand_at", "cluster")
                  if getattr(args, name) not in (None, False, 0)]
         given += [f"--{name}" for name in ("keys", "clocks", "shape", "timezone")
                   if getattr(args, name) != parser.get_default(name)]
@@ -475,7 +480,7 @@ def main() -> None:
     demo.run(args.duration, args.png, after=lambda finished: compare(finished, args.save, phase), high=args.high,
              shape=args.shape, keys=args.keys, clocks=args.clocks, memory_s=args.memory, policy=args.policy,
              cold=args.cold, profile=profile, phase_s=phase[1] if phase else demo.STEP_S, history=args.history,
-             timezone=args.timezone, apart=args.apart, expand_at=args.expand_at)
+             timezone=args.timezone, apart=args.apart, expand_at=args.expand_at, cluster=args.cluster)
 
 
 if __name__ == "__main__":

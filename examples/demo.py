@@ -37,7 +37,13 @@ from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.controller.queries import DEFAULT_QUERIES  # noqa: E402
 from autosizer.elasticity import Checkpoints, Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
-from autosizer.embedded import EmbeddedBroker, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
+from autosizer.embedded import (  # noqa: E402
+    EmbeddedBroker,
+    EmbeddedPrometheus,
+    EmbeddedRedis,
+    EmbeddedSparkCluster,
+    free_port,
+)
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
 from autosizer.policies.history import DAY_S, InputHistory  # noqa: E402
 from examples.loadgen import StepLoad, check_orders, keep_up_verdict  # noqa: E402
@@ -87,6 +93,7 @@ KEYS = 200  # customers: the orders' keys, each one's orders kept in order
 APART_PARTITIONS = (0, 1)  # `run(apart=N)`: the partitions a job before this one left N records into
 HISTORIES = ("same", "holiday", "one")  # what `--history` writes: days like this one, days it breaks, one day
 SHAPES = ("step", "ramp", "bursts")  # how the high phase gets there (`load_at`)
+CLUSTER_CORES = 2  # `--cluster`: the standalone worker's cores, local[2]'s two
 
 
 def main() -> None:
@@ -111,6 +118,9 @@ def main() -> None:
                         help=f"grow the topic {PARTITIONS} -> {2 * PARTITIONS} partitions this many seconds into "
                              "the watched run, the producer moving half the keys at once; the daemon adopts "
                              "the new count 20 s later (the demo's `adopt_after_s`)")
+    parser.add_argument("--cluster", action="store_true",
+                        help=f"run the pipeline on a standalone Spark cluster ({CLUSTER_CORES} cores, started "
+                             "from the pyspark package) instead of local[2]")
     args = parser.parse_args()
     if not (0 <= args.cpu_ms < 1000):
         parser.error(f"--cpu-ms must be in [0, 1000), not {args.cpu_ms}")
@@ -118,7 +128,7 @@ def main() -> None:
         parser.error(f"--expand-at must be seconds from 0 to the run's --duration {args.duration:g}, "
                      f"not {args.expand_at:g}")
     run(args.duration, Path(args.png), cpu_ms=args.cpu_ms, shape=args.shape, history=args.history,
-        expand_at=args.expand_at)
+        expand_at=args.expand_at, cluster=args.cluster)
 
 
 def load_at(elapsed: float, high: float, shape: str = "step") -> float:
@@ -175,7 +185,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
         cold: bool = False, profile: Callable[[float], float] | None = None, phase_s: float = STEP_S,
         history: str | None = None, timezone: str = "UTC", apart: int = 0,
-        expand_at: float | None = None) -> bool:
+        expand_at: float | None = None, cluster: bool = False) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus is still up (the benchmark's
     hook); `high` replaces the step's rate, `keys` the number of customers, `clocks` the
     daemon's (`CLOCKS`), `memory_s` the policy's `lull_memory_s` (a benchmark's: shortened, a
@@ -191,7 +201,9 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     it left them there, `Checkpoints.from_partition_offsets`, as `autosizer init --offset` adopts
     them), so their offsets sit that far past 2 and 3. `expand_at` grows the topic to twice its
     partitions that many seconds into the watched run, the producer moving half the keys at once
-    (`grow`); the daemon adopts the count after `adopt_after_s`.
+    (`grow`); the daemon adopts the count after `adopt_after_s`. `cluster` runs the pipeline
+    on a standalone Spark cluster (one worker with `CLUSTER_CORES`, the executors in their own
+    JVM) instead of `local[2]`: the engine a deployment runs.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-demo-"))
@@ -199,7 +211,12 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     metrics_port = free_port()
     print(f"autosizer demo: workdir {workdir}; Ctrl-C stops everything")
     with EmbeddedRedis(workdir / "redis") as redis_server, EmbeddedBroker() as broker, \
-            EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus:
+            EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus, \
+            contextlib.ExitStack() as spark:
+        master = "local[2]"
+        if cluster:
+            print(f"starting a standalone Spark cluster ({CLUSTER_CORES} cores)...")
+            master = spark.enter_context(EmbeddedSparkCluster(cores=CLUSTER_CORES, workdir=workdir / "spark")).master_url
         broker.create_topic("orders", PARTITIONS)
         store = MetadataStore(redis_server.url, job)
         layout = Layout(topics={"orders": PARTITIONS}, factor=1)
@@ -218,13 +235,18 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
         if memory_s is not None:
             config = config.replace("[actuator]", f"[policy.settings]\nlull_memory_s = {memory_s:g}\n\n[actuator]")
         config_path.write_text(config)
+        app_env = {"ENRICH_LOOKUP_MS": "0" if cpu_ms else "10", "ENRICH_CPU_MS": str(cpu_ms)}
+        # A cluster's executors do not inherit the driver's environment: the app's settings go to
+        # them as a user's would, through Spark's executorEnv (session 80's first cluster run read
+        # the app's 2 ms default there).
+        executor_env = [f for k, v in app_env.items() for f in ("--conf", f"spark.executorEnv.{k}={v}")]
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,
              "--bootstrap", broker.bootstrap, "--sink", f"file:{workdir / 'enriched'}",
-             "--master", "local[2]", "--metrics-port", str(metrics_port)],  # only the required flags
-            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable,
-                           "ENRICH_LOOKUP_MS": "0" if cpu_ms else "10", "ENRICH_CPU_MS": str(cpu_ms)},
+             "--master", master, "--metrics-port", str(metrics_port),  # only the required flags
+             *(executor_env if cluster else [])],
+            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **app_env},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )
         load = StepLoad(broker, "orders", PARTITIONS, rate=LOW, keys=keys, json_values=True)

@@ -11,6 +11,20 @@ def echo(record):
     return record.key, b"%d:%d:%s" % (record.partition, record.offset, record.value)
 
 
+APP_SETTING = "AUTOSIZER_TEST_APP_SETTING"  # `echo_with_setting`'s environment variable
+
+
+def echo_with_setting(record):
+    """Like echo, for an app configured through its environment: it fails its batch unless the
+    process running it has `$AUTOSIZER_TEST_APP_SETTING` set to "from-executor-env" (what
+    `--conf spark.executorEnv.AUTOSIZER_TEST_APP_SETTING=...` gives a cluster's workers)."""
+    import os
+
+    if os.environ.get(APP_SETTING) != "from-executor-env":
+        raise ValueError(f"{APP_SETTING} is {os.environ.get(APP_SETTING)!r} in the worker")
+    return echo(record)
+
+
 def slower_echo(record):
     """Like echo with a 100 ms call per record: 10 records/s a task, so a job needs more workers
     than partitions at a rate a small emulator serves with room to spare."""

@@ -15,6 +15,7 @@ import pytest
 from autosizer.elasticity import Layout
 from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.sinks import read_committed
+from tests.apps import APP_SETTING
 from tests.integration.test_pipeline import (
     check_exactly_once_in_key_order,
     slow_python,
@@ -116,7 +117,9 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spa
     """On a standalone cluster, with a Spark setting of the user's, and through the loss of its
     executor mid-run (SIGKILL after the first half of the records, in a batch or between two:
     the worker starts another executor, and Spark runs a lost task again): every record once,
-    in key order, and the pipeline never exits."""
+    in key order, and the pipeline never exits. The app reads a setting from its environment,
+    which reaches the executors' Python workers through `--conf spark.executorEnv.NAME=value`
+    (README, Engines), not from the driver's environment, where it is set to another value."""
     from autosizer.embedded import EmbeddedSparkCluster
 
     broker.create_topic("orders", 2)
@@ -126,17 +129,20 @@ def test_the_same_pipeline_runs_on_a_standalone_spark_cluster_with_the_users_spa
     MetadataStore(redis_server.url, job).init_layout(Layout(topics={"orders": 2}, factor=4))
     out = tmp_path / "out"
     with EmbeddedSparkCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, APP_SETTING: "from-the-driver"}
         proc = subprocess.Popen(
-            [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo", "--job", job,
+            [AUTOSIZER, "pipeline", "run", "--app", "tests.apps:echo_with_setting", "--job", job,
              "--redis", redis_server.url, "--bootstrap", broker.bootstrap, "--sink", f"file:{out}",
              "--master", cluster.master_url, "--trigger", "0.5", "--metrics-port", "0",
              # a user's Spark setting wins over the pipeline's own: Hadoop's default file system
-             "--conf", "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem"],
+             "--conf", "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem",
+             "--conf", f"spark.executorEnv.{APP_SETTING}=from-executor-env"],
             cwd=ROOT, env=env, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT,
         )
         try:
-            wait_until(lambda: read_committed(out).num_rows >= 200, 240, "the first records")
+            wait_until(lambda: read_committed(out).num_rows >= 200 or proc.poll() is not None, 240, "the first records")
+            assert proc.poll() is None, "the pipeline exited: " + " | ".join(
+                (tmp_path / "driver.log").read_text().splitlines()[-3:])
             (executor,) = executors(cluster)
             os.kill(executor, signal.SIGKILL)
             broker.produce("orders", records[200:])
