@@ -119,9 +119,11 @@ class AutosizerState:
     rates: tuple[float, ...] = ()  # and how much, records/s
     factor: int | None = None  # the factor seen last tick
     task_rate: float | None = None  # the last measured capacity of one virtual task
-    # records/s processed on the last ticks with a backlog at this factor (a scale-up: only those
-    # late enough in its settling that the rate window is past the restart), newest last
+    # records/s processed on the last ticks with a backlog at this factor (only those whose rate
+    # window is past the last tick that saw the job keep up, and past a scale-up's restart),
+    # newest last
     backlog_rates: tuple[float, ...] = ()
+    kept_up_at: float = -math.inf  # the last tick that saw no backlog
     # a scale-up being judged: (old factor, new factor, throughput before, task rate before)
     trial: tuple[int, int, float, float] | None = None
     ceiling: int | None = None
@@ -215,10 +217,16 @@ class AutosizerPolicy:
         trial, ceiling, ceiling_until = last.trial, last.ceiling, last.ceiling_until
         rescaled = last.factor is not None and current != last.factor
         settled = obs.since_rescale_s > self.settle / 2  # the rate window is past the restart
+        kept_up_at = last.kept_up_at if backlogged else obs.time
         backlog_rates, progress = ((), ()) if rescaled else (last.backlog_rates, last.progress)
         past = None  # kept only from a backlogged, settled tick at this factor
         if throughput is not None and settled:
-            backlog_rates = (*backlog_rates, throughput)[-JUDGED_TICKS:]
+            # The rate window of a backlog's first ticks holds seconds when the job did only its
+            # input: at the shipped clocks the step's first tick at factor 1 read 202/s where the
+            # job did 331/s behind, and the scale-up judged "+1240% of the +700% promised" (run
+            # n3). A tick's rate counts once its window is past the last tick that kept up.
+            if obs.time - kept_up_at >= self.settle / 2:
+                backlog_rates = (*backlog_rates, throughput)[-JUDGED_TICKS:]
             past = _past(obs)
             if past is not None and last.past is not None and past[0] > last.past[0] and not rescaled:
                 progress = (*progress, (past[0] - last.past[0], past[1] - last.past[1]))[-JUDGED_TICKS:]
@@ -239,7 +247,7 @@ class AutosizerPolicy:
                 backlog_rates=backlog_rates, trial=trial, ceiling=ceiling, ceiling_until=ceiling_until,
                 peaks=peaks, plan=plan, planned_up=planned_up, watermarks=obs.watermarks or last.watermarks,
                 arrivals=arrivals, waited=waited, raised=raised, lowered=lowered, planned_peak=planned_peak,
-                missed=missed, capacity=capacity, past=past, progress=progress)
+                missed=missed, capacity=capacity, past=past, progress=progress, kept_up_at=kept_up_at)
 
         if task_rate is None:
             return answer(current, "hold: no virtual task busy enough to measure capacity", {})

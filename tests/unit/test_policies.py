@@ -349,6 +349,28 @@ def test_a_scale_up_is_judged_against_the_capacity_measured_before_it_not_on_its
     assert "measured throughput under backlog 500/s before, 500/s after" in decision.reason
 
 
+def test_a_backlogs_first_tick_does_not_judge_a_scale_up_by_a_rate_window_reaching_back_before_it():
+    """Run n3, the demo's step at the shipped clocks (a 15 s tick over a 30 s rate window): the
+    job kept up at 100/s until the step at 30 s, and the first tick behind, at 45 s, read a
+    processed rate of 202/s over a window half before the step, where factor 1 did 331/s
+    behind. Taken for the throughput before 1 -> 8, it judged the scale-up "+1240% of the +700%
+    promised". The capacity measured before it stands in until a tick's window is past the last
+    tick that kept up."""
+    policy = load_policy("autosizer")
+    state = None
+    for t in (0, 15, 30):
+        decision, state = policy.decide(observe(factor=1, time=t, input_rate=100, task_rate=85,
+                                                since_rescale_s=1000), state)
+    decision, state = policy.decide(observe(factor=1, time=45, input_rate=1200, lag=13_200, processed=202,
+                                            task_rate=85, since_rescale_s=1000), state)
+    assert decision.factor == 8, decision.reason
+    for since in (15, 30, 45, 60):
+        decision, state = policy.decide(observe(factor=8, time=45 + since, input_rate=1200, task_rate=85,
+                                                since_rescale_s=since), state)
+    assert decision.factor == 8, decision.reason
+    assert "scale-up 1 -> 8 measured capacity 340/s before, 2720/s after (+700% of the +700% promised)" in decision.reason
+
+
 def test_a_scale_up_is_judged_on_what_the_lag_says_the_job_did_not_on_its_rate_windows():
     """Run c1, the CPU-bound demo at a 5 s tick over a 10 s rate window: batches of about 2,000
     records, so a window read either ~520/s or ~340/s, and the medians of the last six ticks were
