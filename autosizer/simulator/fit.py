@@ -101,6 +101,10 @@ ARRIVALS_AGREE = 0.02
 # change (a re-shard, an expansion) there: the pipeline exports every partition of its layout
 # from its first probe, a second or two into a run
 LAYOUT_SLACK_S = 5.0
+# A query's first two batches measure no cycle (`agent._cycles_warm`), so a new query's first
+# fixed cost shows 3 s or more after its factor does: one set within this of a factor change
+# was measured at the factor before it (the last saturated batch before the drain)
+CYCLE_AFTER_RESTART_S = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,8 +282,14 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     batch with records measures and which is most of it (run 143: 0.149 of 0.166 s), and the gap
     after a commit where a batch ran past its trigger's interval (`batch_gap_seconds`), not the
     model's default of 0.6 s, three to four times this job's: run 145 held factor 1 at 75%,
-    and its replay's batches took 1.28 s against the real 0.79 s (lag integral 1.35x)."""
-    samples = _points(series.get("overhead", ()))
+    and its replay's batches took 1.28 s against the real 0.79 s (lag integral 1.35x).
+
+    Each measurement counts once, at the factor it was measured at: the gauge holds its last
+    value until a saturated batch sets another, and counted every second it is held, the last
+    one before a scale-up that then kept up outweighed the rest and was taken for the new
+    factor's (run n7: 0.269 s, set by factor 1's last batch, held 190 s at factor 8, where
+    factor 1's cycles had cost 0.30-0.46 s; the fit gave factor 1 0.18 s)."""
+    samples = _each_set(_points(series.get("overhead", ())))
     if not samples:
         return {}
     read = [(t, v) for t, v in _points(series.get("read", ())) if v > 0]  # the daemon scaled it
@@ -293,7 +303,7 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     def tasks_at(t: float) -> int:
         return partitions * factors[max(0, int(np.searchsorted(times, t, side="right")) - 1)][1]
 
-    tasks = [tasks_at(t) for t, v in samples if factors and v >= 0]
+    tasks = [tasks_at(t - CYCLE_AFTER_RESTART_S) for t, v in samples if factors and v >= 0]
     values = [v for _, v in samples if factors and v >= 0]
     if len(set(tasks)) >= 2:
         slope, base = np.polyfit(np.array(tasks, dtype=np.float64), np.array(values), 1)
@@ -666,6 +676,12 @@ def _set_times(series: Series | Sequence[Any]) -> list[tuple[float, float]]:
         if v > 0 and (not found or v != found[-1][1]):
             found.append((t, v))
     return found
+
+
+def _each_set(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(first seen, value) of each value a gauge was set to: a point that differs from the one
+    before (zero included, unlike `_set_times`)."""
+    return [(t, v) for i, (t, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
 
 
 def _median(series: Series | Sequence[Any]) -> float | None:

@@ -194,14 +194,31 @@ def test_a_measured_table_of_the_wrong_shape_is_refused():
 def test_the_fixed_cost_grows_with_the_tasks_when_the_run_shows_it():
     series = run_series()
     t = [START + i for i in range(61)]
-    # 4 tasks (2 partitions at F=2), then 64 (F=32): 0.5 s + 5 ms per task.
+    # 4 tasks (2 partitions at F=2), then 64 (F=32): 0.5 s + 5 ms per task. The new query's cost
+    # shows from its third batch, seconds after the factor (`CYCLE_AFTER_RESTART_S`).
     series["factor"] = [({}, [(x, 2.0 if x < START + 30 else 32.0) for x in t])]
-    series["overhead"] = [({}, [(x, 0.5 + 0.005 * (4 if x < START + 30 else 64)) for x in t])]
+    series["overhead"] = [({}, [(x, 0.5 + 0.005 * (4 if x < START + 35 else 64)) for x in t])]
     job = fit_job(series)
     assert job.batch_overhead_s == pytest.approx(0.5) and job.batch_overhead_per_task_s == pytest.approx(0.005)
     assert job.overhead(32) == pytest.approx(0.82) and job.duty(32) == pytest.approx(3 / 3.82)
     # the pipeline exported no read: the real daemon scaled nothing, and the replay's does not
     assert not job.read_growth_shown and job.shown_duties(measured=True) is None
+
+
+def test_each_fixed_cost_counts_once_at_the_factor_it_was_measured_at():
+    """Run n7: factor 1's saturated batches set the gauge to 0.46, 0.38, 0.33 and 0.30 s, and
+    its last one, the batch the drain ended, to 0.27 s as the factor went to 8; at 8 the job
+    kept up and the gauge held 0.27 s for the rest of the run. Counted every second it was held,
+    0.27 s was most of the samples, and taken for factor 8's cost the line through them fell, so
+    the fit gave the median, 0.27 s (its replay drained factor 1's backlog faster than the job
+    and went 1 -> 4 where the job went 1 -> 8). Each value once, at the factor it was set at:
+    their median, 0.33 s."""
+    series = run_series()
+    t = [START + i for i in range(241)]
+    series["factor"] = [({}, [(x, 1.0 if x < START + 46 else 8.0) for x in t])]
+    set_at = ((START + 46, 0.27), (START + 45, 0.30), (START + 42, 0.33), (START + 39, 0.38), (START, 0.46))
+    series["overhead"] = [({}, [(x, next(v for s, v in set_at if x >= s)) for x in t])]
+    assert fit_job(series).batch_overhead_s == pytest.approx(0.33)
 
 
 def test_at_one_factor_the_batches_read_is_the_part_of_the_cost_that_grows():
