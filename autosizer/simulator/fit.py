@@ -289,7 +289,7 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     one before a scale-up that then kept up outweighed the rest and was taken for the new
     factor's (run n7: 0.269 s, set by factor 1's last batch, held 190 s at factor 8, where
     factor 1's cycles had cost 0.30-0.46 s; the fit gave factor 1 0.18 s)."""
-    samples = _each_set(_points(series.get("overhead", ())))
+    samples = _set_times(series.get("overhead", ()))
     if not samples:
         return {}
     read = [(t, v) for t, v in _points(series.get("read", ())) if v > 0]  # the daemon scaled it
@@ -676,12 +676,6 @@ def _set_times(series: Series | Sequence[Any]) -> list[tuple[float, float]]:
         if v > 0 and (not found or v != found[-1][1]):
             found.append((t, v))
     return found
-
-
-def _each_set(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """(first seen, value) of each value a gauge was set to: a point that differs from the one
-    before (zero included, unlike `_set_times`)."""
-    return [(t, v) for i, (t, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
 
 
 def _median(series: Series | Sequence[Any]) -> float | None:
