@@ -158,14 +158,28 @@ class PipelineConfig:
             raise ValueError(f"kinesis_outage_s must be seconds >= 0, not {self.kinesis_outage_s!r}")
 
 
+# Errors a query raises where Spark ran its tasks, and what to do about each. The pipeline checks
+# the driver's AWS chain before Spark starts; a cluster's executors have their own, and without
+# credentials there every read failed with botocore's bare line (session 80, a standalone cluster).
+QUERY_ERROR_FIXES = {
+    "botocore.exceptions.NoCredentialsError": (
+        "the Kinesis reads on Spark's executors found no AWS credentials, where the driver's chain "
+        "has them: give each executor's host an instance role or an AWS profile "
+        "(--conf spark.executorEnv.AWS_PROFILE=NAME picks one); nothing was committed"),
+}
+
+
 def summarize_error(text: str) -> str:
-    """The line that names the real exception inside Spark's wrapped Python traceback."""
+    """The line that names the real exception inside Spark's wrapped Python traceback, and what
+    to do about it where that is known (`QUERY_ERROR_FIXES`)."""
     for line in reversed(text.splitlines()):
         stripped = line.strip()
         head = stripped.split(":", 1)[0]
         if ": " in stripped and head.replace(".", "").replace("_", "").isalnum() and (
             head.endswith(("Error", "Exception", "Failed", "Unavailable", "Generation"))
         ):
+            if head in QUERY_ERROR_FIXES:
+                return f"{stripped} ({QUERY_ERROR_FIXES[head]})"
             # our own exceptions by their name alone (AppFailed, KafkaUnavailable): the message says the rest
             return stripped.removeprefix(head.rpartition(".")[0] + ".") if head.startswith("autosizer.") else stripped
     return text.strip().splitlines()[0] if text.strip() else "unknown error"

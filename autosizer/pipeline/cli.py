@@ -154,10 +154,13 @@ def _spark(session: Any, master: str, job: str, gc_freeze: bool = True,
                        "use local[N] or spark://HOST:7077 (Spark's reason is above)") from None
 
 
-def check_kinesis_access(endpoint: str | None, region: str | None) -> None:
+def check_kinesis_access(endpoint: str | None, region: str | None) -> str:
     """What boto3 would refuse only once Spark runs, with a traceback from inside the query: boto3
     not installed, an endpoint that is no URL, or no region or credentials anywhere in its chain
-    (flag, environment, profile, role)."""
+    (flag, environment, profile, role). Returns the region the driver's chain found, which the
+    pipeline hands to every reader: a cluster's executors have their own environment, and one
+    that came from the driver's (`AWS_DEFAULT_REGION`) failed every read there with botocore's
+    `NoRegionError` (session 80, a standalone cluster)."""
     try:
         import boto3
         from botocore.exceptions import NoRegionError
@@ -169,7 +172,7 @@ def check_kinesis_access(endpoint: str | None, region: str | None) -> None:
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise AppError(f"--kinesis-endpoint {endpoint[:80]!r} must start with http:// or https://")
     try:
-        kinesis_client(endpoint, region)
+        client = kinesis_client(endpoint, region)
     except NoRegionError:
         raise AppError("no AWS region for the Kinesis stream: pass --region NAME or set AWS_REGION "
                        "(or AWS_DEFAULT_REGION, or a region in the AWS profile)") from None
@@ -179,6 +182,7 @@ def check_kinesis_access(endpoint: str | None, region: str | None) -> None:
         raise AppError("no AWS credentials for the Kinesis stream: set AWS_ACCESS_KEY_ID and "
                        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role "
                        "(an emulator takes any pair)")
+    return str(client.meta.region_name)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -186,8 +190,9 @@ def run(args: argparse.Namespace) -> None:
         raise AppError("no broker given: pass --bootstrap HOST:PORT or set AUTOSIZER_BOOTSTRAP")
     if not args.job:
         raise AppError("no job given: pass --job NAME or set AUTOSIZER_JOB")
+    region = args.region
     if args.source == "kinesis":
-        check_kinesis_access(args.kinesis_endpoint, args.region)
+        region = check_kinesis_access(args.kinesis_endpoint, args.region)
     from autosizer.controller.logging import configure_logging
 
     # A long-running process: its starts, drains and startpoints are what an operator reads.
@@ -215,7 +220,7 @@ def run(args: argparse.Namespace) -> None:
         default_offsets=args.default_offsets, metrics_port=args.metrics_port,
         metrics_address=args.metrics_address, redis_outage_s=args.redis_outage_s,
         kafka_retries=broker_attempts(outage_s), kinesis_outage_s=outage_s,
-        source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=args.region,
+        source=args.source, kinesis_endpoint=args.kinesis_endpoint, kinesis_region=region,
     )
     agent = PipelineAgent(spark, config, process, sink)
     stop = threading.Event()

@@ -30,6 +30,20 @@ def test_our_own_exceptions_are_named_without_their_module_and_others_keep_their
     assert summarize_error("no exception line here\nat all") == "no exception line here"
 
 
+def test_executors_without_aws_credentials_are_one_line_naming_the_fix():
+    """A Kinesis pipeline on a standalone cluster whose credentials were in the driver's
+    environment alone: the driver's check passed, and every read on the executors failed with
+    botocore's bare `NoCredentialsError` (session 80). The line now says where and what to do."""
+    trace = ("org.apache.spark.SparkException: Job aborted due to stage failure\n"
+             "botocore.exceptions.NoCredentialsError: Unable to locate credentials\n"
+             "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:572)\n")
+    line = summarize_error(trace)
+    assert "\n" not in line
+    assert line.startswith("botocore.exceptions.NoCredentialsError: Unable to locate credentials (the Kinesis "
+                           "reads on Spark's executors found no AWS credentials")
+    assert line.endswith("(--conf spark.executorEnv.AWS_PROFILE=NAME picks one); nothing was committed)")
+
+
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
 def test_a_kinesis_outage_bound_that_is_not_seconds_is_refused_naming_the_setting(bad):
     from autosizer.pipeline.agent import PipelineConfig

@@ -31,6 +31,21 @@ def test_a_kinesis_pipeline_without_boto3_names_the_extra_to_install(monkeypatch
         check_kinesis_access("http://127.0.0.1:1", "us-east-1")
 
 
+def test_the_region_the_drivers_chain_finds_is_the_one_every_reader_is_given(monkeypatch):
+    """On a standalone cluster a region in the driver's environment alone (`AWS_DEFAULT_REGION`)
+    passed the driver's check, and every read on the executors failed with botocore's
+    `NoRegionError` (session 80): the check returns what the driver's chain found, and the
+    pipeline hands that to its readers (`PipelineConfig.kinesis_region`)."""
+    from autosizer.pipeline.cli import check_kinesis_access
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b"),
+                        ("AWS_DEFAULT_REGION", "eu-west-3")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    assert check_kinesis_access("http://127.0.0.1:1", None) == "eu-west-3"
+    assert check_kinesis_access("http://127.0.0.1:1", "us-east-1") == "us-east-1"  # --region wins
+
+
 def test_an_endpoint_away_past_the_outage_bound_fails_the_read_with_one_line_naming_the_fix(monkeypatch):
     """A batch's reader asks again for `outage_s` (the pipeline's --broker-outage-s), then the
     batch fails with one line: the endpoint, how long, the botocore error and what to do."""
