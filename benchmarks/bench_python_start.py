@@ -51,10 +51,18 @@ def main() -> None:
     parser.add_argument("--per-core", default="0,1,2,4,8",
                         help="busy processes per core to time beside, comma-separated (default 0,1,2,4,8)")
     args = parser.parse_args()
+    if args.starts < 1:
+        parser.error(f"--starts must be at least 1, not {args.starts}")
+    try:
+        loads = [int(n) for n in args.per_core.split(",")]
+    except ValueError:
+        parser.error(f"--per-core must be whole numbers separated by commas, such as 0,1,2, not {args.per_core!r}")
+    if any(n < 0 for n in loads):
+        parser.error(f"--per-core must be 0 or more busy processes a core, not {args.per_core!r}")
     cores = os.cpu_count() or 1
     start_s()  # the page cache warm, as on a node that has run a query before
     print(f"{cores} cores; Spark's limit {SPARK_LIMIT_S:.0f} s", flush=True)
-    for per_core in (int(n) for n in args.per_core.split(",")):
+    for per_core in loads:
         times = beside_busy(per_core * cores, args.starts)
         median = statistics.median(times)
         print(f"{per_core} busy a core ({per_core * cores:3d} processes): start median {median:5.2f} s, "
