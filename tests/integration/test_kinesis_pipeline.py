@@ -19,6 +19,7 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.agent import PipelineAgent, PipelineConfig
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.sinks import FileSink, read_committed
+from tests.daemon_harness import stop as stop_process
 from tests.integration.test_pipeline import (
     failure_of,
     rescale,
@@ -419,3 +420,59 @@ def test_a_kinesis_job_writes_to_a_kafka_topic_naming_each_records_sequence_numb
     sequences = [int(v.decode().split(":")[1]) for v in table.column("value").to_pylist()]
     assert [int(h.decode().split(":")[2]) for h in headers] == sequences[:len(headers)]
     assert headers and all(h.decode().startswith(f"{stream}:0:") for h in headers) and max(sequences) > 2**63
+
+
+def test_a_kinesis_job_on_a_standalone_cluster_reads_with_the_executors_own_credentials(
+        kinesis, stream, redis_server, job, tmp_path, monkeypatch):
+    """A cluster's executors do not inherit the driver's environment: here the worker starts
+    with no AWS variables at all, as a host with no credential chain, and the driver has all
+    three. Without credentials on the executors the query fails in one line naming the fix and
+    commits nothing; with an AWS profile handed to them (`spark.executorEnv`, the README's
+    Kinesis bullet) every record comes out once, in key order. The region is not handed to
+    them: the readers get the one the driver's chain found (NoRegionError before session 80)."""
+    from autosizer.embedded import EmbeddedSparkCluster
+    from tests.integration.test_pipeline_process import executors
+
+    kinesis.create_stream(stream, 2)
+    kinesis.wait_active(stream)
+    total = 400
+    kinesis.produce(stream, [(b"key-%d" % (i % KEYS), b"%d" % (i // KEYS)) for i in range(total)])
+    MetadataStore(redis_server.url, job).init_layout(Layout(topics={stream: 2}, factor=2, source="kinesis"))
+    driver_env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    assert all(driver_env.get(name) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"))
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)  # the cluster starts without any
+    profile = tmp_path / "aws-credentials"
+    profile.write_text("[emulator]\naws_access_key_id = local\naws_secret_access_key = local\n")
+    out = tmp_path / "out"
+
+    def start(log: str, *flags: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
+             "--kinesis-endpoint", kinesis.endpoint, "--app", "tests.apps:echo", "--job", job,
+             "--redis", redis_server.url, "--sink", f"file:{out}", "--master", cluster.master_url,
+             "--trigger", "0.5", "--metrics-port", "0", *flags],
+            cwd=ROOT, env=driver_env, stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT)
+
+    with EmbeddedSparkCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
+        bare = start("bare.log")
+        try:
+            assert bare.wait(240) != 0
+        finally:
+            stop_process(bare)
+        failed = [line for line in (tmp_path / "bare.log").read_text().splitlines() if "NoCredentialsError" in line]
+        assert failed and "the Kinesis reads on Spark's executors found no AWS credentials" in failed[-1], failed
+        assert "spark.executorEnv.AWS_PROFILE=NAME" in failed[-1]
+        assert not out.exists() or read_committed(out).num_rows == 0, "a batch without credentials committed"
+
+        given = start("given.log", "--conf", f"spark.executorEnv.AWS_SHARED_CREDENTIALS_FILE={profile}",
+                      "--conf", "spark.executorEnv.AWS_PROFILE=emulator")
+        try:
+            wait_until(lambda: (out.exists() and read_committed(out).num_rows >= total) or given.poll() is not None,
+                       240, "every record")
+            assert given.poll() is None, "the pipeline exited: " + " | ".join(
+                (tmp_path / "given.log").read_text().splitlines()[-3:])
+            assert executors(cluster), "the reads ran on the standalone worker's executors"
+        finally:
+            stop_process(given)
+    check_once_in_key_order(read_committed(out), total)
