@@ -51,7 +51,8 @@ starts the load only once the pipeline's query runs (no start-up backlog: run 84
 starts the job on a topic whose partitions 0 and 1 sit N offsets past 2 and 3, as a topic that
 has run a while does (session 53: the slot's threads went to the lower offsets until then).
 `--cluster` runs the pipeline on a standalone Spark cluster (one worker, 2 cores, the executors
-in their own JVM) instead of local[2]: the engine a deployment runs (session 80).
+in their own JVM) instead of local[2]: the engine a deployment runs (session 80; with `--source
+kinesis` too, session 81).
 `--trace NAME` plays one day (`--day`, default 1) of a real trace from the suite instead of the
 step: its 24 hours pressed into the run from 30 s to 60 s before its end (`--duration 840`:
 750 s, 115x), its rates mapped onto 100-1,200/s. Printed besides: rescales, reversals within
@@ -448,14 +449,14 @@ def main() -> None:
         parser.error("--reshard splits and merges the Kinesis demo's shards: add --source kinesis")
     if args.source == "kinesis":
         given = [f"--{name.replace('_', '-')}" for name in ("png", "high", "memory", "cold", "trace", "history",
-                                                             "apart", "expand_at", "cluster")
+                                                             "apart", "expand_at")
                  if getattr(args, name) not in (None, False, 0)]
         given += [f"--{name}" for name in ("keys", "clocks", "shape", "timezone")
                   if getattr(args, name) != parser.get_default(name)]
         if given:
             parser.error(f"--source kinesis runs the Kinesis demo as it ships: drop {', '.join(given)}")
         kinesis_demo.run(args.duration, after=lambda finished: compare(finished, args.save), reshard=args.reshard,
-                         policy=args.policy)
+                         policy=args.policy, cluster=args.cluster)
         return
     if args.high is not None and not (args.high > 0 and math.isfinite(args.high)):
         parser.error(f"--high must be a rate > 0 in orders/s, not {args.high}")

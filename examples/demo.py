@@ -180,6 +180,22 @@ def cpu_step(cpu_ms: float) -> float:
     return round(1.5 * CORES * 1000.0 / cpu_ms)
 
 
+def spark_master(stack: contextlib.ExitStack, workdir: Path, cluster: bool) -> str:
+    """`local[2]`, or with `cluster` the master of a standalone cluster (one worker with
+    `CLUSTER_CORES`) that `stack` stops: the engine a deployment runs."""
+    if not cluster:
+        return "local[2]"
+    print(f"starting a standalone Spark cluster ({CLUSTER_CORES} cores)...")
+    return stack.enter_context(EmbeddedSparkCluster(cores=CLUSTER_CORES, workdir=workdir / "spark")).master_url
+
+
+def executor_env(settings: dict[str, str]) -> list[str]:
+    """The pipeline's flags that hand the app's settings to a cluster's executors, which do not
+    inherit the driver's environment, as a user must (session 80's first cluster run read the
+    app's 2 ms default there)."""
+    return [flag for name, value in settings.items() for flag in ("--conf", f"spark.executorEnv.{name}={value}")]
+
+
 def run(duration: float, png: Path | None, after: Callable[[Finished], None] | None = None,
         cpu_ms: float = 0.0, high: float | None = None, shape: str = "step", keys: int = KEYS,
         clocks: str = "demo", memory_s: float | None = None, policy: str = "autosizer",
@@ -213,10 +229,7 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     with EmbeddedRedis(workdir / "redis") as redis_server, EmbeddedBroker() as broker, \
             EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus, \
             contextlib.ExitStack() as spark:
-        master = "local[2]"
-        if cluster:
-            print(f"starting a standalone Spark cluster ({CLUSTER_CORES} cores)...")
-            master = spark.enter_context(EmbeddedSparkCluster(cores=CLUSTER_CORES, workdir=workdir / "spark")).master_url
+        master = spark_master(spark, workdir, cluster)
         broker.create_topic("orders", PARTITIONS)
         store = MetadataStore(redis_server.url, job)
         layout = Layout(topics={"orders": PARTITIONS}, factor=1)
@@ -236,16 +249,12 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
             config = config.replace("[actuator]", f"[policy.settings]\nlull_memory_s = {memory_s:g}\n\n[actuator]")
         config_path.write_text(config)
         app_env = {"ENRICH_LOOKUP_MS": "0" if cpu_ms else "10", "ENRICH_CPU_MS": str(cpu_ms)}
-        # A cluster's executors do not inherit the driver's environment: the app's settings go to
-        # them as a user's would, through Spark's executorEnv (session 80's first cluster run read
-        # the app's 2 ms default there).
-        executor_env = [f for k, v in app_env.items() for f in ("--conf", f"spark.executorEnv.{k}={v}")]
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run",
              "--app", "examples.enrich:enrich", "--job", job, "--redis", redis_server.url,
              "--bootstrap", broker.bootstrap, "--sink", f"file:{workdir / 'enriched'}",
              "--master", master, "--metrics-port", str(metrics_port),  # only the required flags
-             *(executor_env if cluster else [])],
+             *(executor_env(app_env) if cluster else [])],
             cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **app_env},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )

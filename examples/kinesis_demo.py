@@ -16,7 +16,7 @@ reader in 0.04 ms with no writes, 0.1-0.16 ms under 200 writes/s and 0.3-2 ms pa
 emulator took 217/s of it, the batches' reads waited 4-8 s, and no factor kept up (a real shard
 takes 1,000 records/s of writes and serves reads apart from them).
 
-Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150])
+Run: make demo-kinesis   (or: .venv/bin/python examples/kinesis_demo.py [--duration 150] [--cluster])
 
 `bench_sim_vs_real.py --source kinesis --reshard` runs it as it ships and replays it (the fit reads
 the layouts it read: 2 shards, then 3, then 2); without `--reshard`, the step alone on 2 shards.
@@ -25,6 +25,7 @@ the layouts it read: 2 shards, then 3, then 2); without `--reshard`, the step al
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -49,7 +50,18 @@ from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedKinesis, EmbeddedPrometheus, EmbeddedRedis, free_port  # noqa: E402
 from autosizer.pipeline.sinks import read_committed  # noqa: E402
-from examples.demo import CONFIG, SHOWN, Finished, _keeps_up, _wait_for, last_decision, run_due  # noqa: E402
+from examples.demo import (  # noqa: E402
+    CLUSTER_CORES,
+    CONFIG,
+    SHOWN,
+    Finished,
+    _keeps_up,
+    _wait_for,
+    executor_env,
+    last_decision,
+    run_due,
+    spark_master,
+)
 from examples.loadgen import KinesisStepLoad, check_orders, keep_up_verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,36 +75,45 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=150,
                         help=f"seconds to run (default 150; the step is {STEP_AT:g}-{STEP_AT + STEP_S:g} s, "
                              f"the split at {SPLIT_AT:g} s, the merge at {MERGE_AT:g} s)")
+    parser.add_argument("--cluster", action="store_true",
+                        help=f"run the pipeline on a standalone Spark cluster ({CLUSTER_CORES} cores, started "
+                             "from the pyspark package) instead of local[2]")
     args = parser.parse_args()
     if not 60 <= args.duration <= 3600:
         parser.error(f"--duration must be between 60 and 3600 seconds, not {args.duration:g}")
-    run(args.duration)
+    run(args.duration, cluster=args.cluster)
 
 
 def run(duration: float, after: Callable[[Finished], None] | None = None, reshard: bool = True,
-        policy: str = "autosizer") -> bool:
+        policy: str = "autosizer", cluster: bool = False) -> bool:
     """The whole demo; `after(finished)` runs while Prometheus and the emulator are still up (the
     sim-vs-real benchmark's hook). `reshard` False runs the step alone, on the stream's shards;
-    `policy` is the daemon's (a benchmark's: the demo ships the default).
+    `policy` is the daemon's (a benchmark's: the demo ships the default). `cluster` runs the
+    pipeline on a standalone Spark cluster (`demo.spark_master`); its executors take their AWS
+    credentials from their own host's chain, here this process's environment, which the cluster
+    inherits.
     True when the job kept up with the step."""
     configure_logging(level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="autosizer-kinesis-demo-"))
     job, metrics_port = "demo-kinesis", free_port()
     print(f"autosizer Kinesis demo: workdir {workdir}; Ctrl-C stops everything")
     with EmbeddedRedis(workdir / "redis") as redis_server, EmbeddedKinesis() as kinesis, \
-            EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus:
+            EmbeddedPrometheus([f"127.0.0.1:{metrics_port}"], workdir / "prometheus") as prometheus, \
+            contextlib.ExitStack() as spark:
+        master = spark_master(spark, workdir, cluster)
         kinesis.create_stream(STREAM, SHARDS)
         store = MetadataStore(redis_server.url, job)
         store.init_layout(Layout(topics={STREAM: SHARDS}, factor=1, source="kinesis"))
         config_path = workdir / "autosizer.toml"
         config_path.write_text(CONFIG.format(job=job, redis=redis_server.url, prometheus=prometheus.url,
                                              listen=free_port()).replace('name = "autosizer"', f'name = "{policy}"'))
+        app_env = {"ENRICH_LOOKUP_MS": str(LOOKUP_MS)}
         pipeline = subprocess.Popen(
             [str(Path(sys.executable).parent / "autosizer"), "pipeline", "run", "--source", "kinesis",
              "--kinesis-endpoint", kinesis.endpoint, "--app", "examples.enrich:enrich", "--job", job,
              "--redis", redis_server.url, "--sink", f"file:{workdir / 'enriched'}",
-             "--master", "local[2]", "--metrics-port", str(metrics_port)],
-            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_LOOKUP_MS": str(LOOKUP_MS)},
+             "--master", master, "--metrics-port", str(metrics_port), *(executor_env(app_env) if cluster else [])],
+            cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **app_env},
             stdout=(workdir / "pipeline.log").open("w"), stderr=subprocess.STDOUT,
         )
         load = KinesisStepLoad(kinesis, STREAM, rate=LOW, json_values=True)
