@@ -888,8 +888,15 @@ class PipelineAgent:
         # spell, and a capacity of next to nothing.
         saturated = any(p.pending for p in progress)
         planning = self._planning_s()
+        latency = planning + committed_at - began - worked if any(p.records for p in progress) else None
+        # of that, what was neither the tasks' work nor the read the batch waited on: it does not
+        # grow with the batch's fill, so every batch tells how far a saturated one's cost moved
+        unread = None if latency is None or not self._cycles_warm else max(0.0, latency - reader.read_seconds)
         if self._cycles_warm and self._saturated_before and saturated:
-            self.admission.observe_cycle(committed_at - self._last_commit, worked, reader.read_records, layout.factor)
+            self.admission.observe_cycle(committed_at - self._last_commit, worked, reader.read_records, layout.factor,
+                                         unread_s=unread)
+        if unread is not None:
+            self.admission.observe_unread(unread, layout.factor)
         # where the last batch ran past its trigger's interval, this one's trigger came as soon as
         # it was done, saturated or not: what Spark took from that commit to it
         trigger = began - planning  # when Spark fired this batch, as near as its progress tells
@@ -898,8 +905,7 @@ class PipelineAgent:
             self.admission.observe_gap(gap)
         if self._cycles_warm:  # not a query's first two batches: their reads start the Python workers
             self.admission.observe_read(reader.read_records, reader.read_seconds)
-        if any(p.records for p in progress):
-            latency = planning + committed_at - began - worked
+        if latency is not None:
             self.admission.observe_latency(latency, warm=self._cycles_warm)
             fill = read_fill(progress, self._spans)
             if self._cycles_warm and fill is not None:

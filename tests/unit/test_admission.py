@@ -350,3 +350,39 @@ def test_a_querys_first_batches_stand_in_for_the_commit_latency_only_until_a_war
     assert admission.commit_latency_s == pytest.approx(0.17)
     admission.observe_latency(1.2, warm=False)  # a restart's first batch
     assert admission.commit_latency_s == pytest.approx(0.17)
+
+
+def test_the_fixed_cost_moves_with_every_batchs_part_that_is_neither_work_nor_read():
+    """Session 81, `local[2]` at factor 1: a start-up backlog's cycles cost 0.28 s, 0.18 s of it
+    neither the tasks' work nor the read; 90 s of keeping up later that part read 0.10 s, and the
+    next backlog's cycles cost 0.20 s. A job that keeps up measures no cycle, but every batch
+    measures that part: the cost follows it, at the factor the cycles were measured at."""
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_cycle(cycle_s=3.283, slot_s=3.0, read_records=870, factor=1, unread_s=0.182)
+    assert admission.overhead_s == pytest.approx(0.283)
+    for _ in range(8):  # a trickle, warm by now
+        admission.observe_unread(0.10, factor=1)
+    assert admission.overhead_s == pytest.approx(0.283 + 0.10 - 0.182, abs=1e-3)
+    assert admission.cycle_overhead_s == pytest.approx(0.283), "what the cycles measured stays as it was"
+    admission.observe_unread(0.5, factor=4)  # another factor's batch: its setup is another's
+    assert admission.overhead_s == pytest.approx(0.201, abs=1e-3)
+
+
+def test_the_fixed_cost_never_falls_below_its_read_and_the_gap_after_a_commit():
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_gap(0.04)
+    admission.observe_cycle(cycle_s=3.3, slot_s=3.0, read_records=870, factor=1, unread_s=0.2)
+    for _ in range(20):
+        admission.observe_unread(0.0, factor=1)
+    assert admission.overhead_s == pytest.approx(0.1, abs=1e-4)  # 0.3 less the 0.2 that went
+    admission.observe_gap(0.2)
+    admission.observe_gap(0.2)
+    assert admission.overhead_s == pytest.approx(admission.gap_s) and admission.gap_s > 0.1
+
+
+def test_without_the_part_measured_the_fixed_cost_is_what_the_cycles_measured():
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_unread(0.1, factor=1)  # before any cycle: nothing to move
+    admission.observe_cycle(cycle_s=3.3, slot_s=3.0)
+    admission.observe_unread(0.1, factor=1)
+    assert admission.overhead_s == pytest.approx(0.3)
