@@ -285,10 +285,12 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     and its replay's batches took 1.28 s against the real 0.79 s (lag integral 1.35x).
 
     Each measurement counts once, at the factor it was measured at: the gauge holds its last
-    value until a saturated batch sets another, and counted every second it is held, the last
-    one before a scale-up that then kept up outweighed the rest and was taken for the new
-    factor's (run n7: 0.269 s, set by factor 1's last batch, held 190 s at factor 8, where
-    factor 1's cycles had cost 0.30-0.46 s; the fit gave factor 1 0.18 s)."""
+    value until a batch sets another, and counted every second it is held, the last one before a
+    scale-up that then kept up outweighed the rest and was taken for the new factor's (run n7:
+    0.269 s, set by factor 1's last batch, held 190 s at factor 8, where factor 1's cycles had
+    cost 0.30-0.46 s; the fit gave factor 1 0.18 s). Since session 81 every warm batch moves the
+    gauge between saturated cycles, at the cycles' factor (the start-up's warm-up no longer held
+    all run, `Admission.overhead_s`): a run that kept up at that factor shows a value a batch."""
     samples = _set_times(series.get("overhead", ()))
     if not samples:
         return {}
