@@ -368,6 +368,28 @@ def test_the_fixed_cost_moves_with_every_batchs_part_that_is_neither_work_nor_re
     assert admission.overhead_s == pytest.approx(0.201, abs=1e-3)
 
 
+def test_after_a_rescale_no_cycle_measured_the_fixed_cost_moves_as_the_new_factors_part_does():
+    """A scale-up the job then keeps up at measures no cycle there, and the query it restarted
+    still warms up. The part neither work nor read is higher at the larger factor (more tasks
+    to set up), so its level there does not move the cost; its moves from its first batches there
+    do, on top of what it moved at the factor before."""
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_cycle(cycle_s=3.283, slot_s=3.0, read_records=870, factor=1, unread_s=0.182)
+    for _ in range(8):
+        admission.observe_unread(0.10, factor=1)
+    for _ in range(4):  # the new factor's first batches: where it starts
+        admission.observe_unread(0.25, factor=4)
+    assert admission.overhead_s == pytest.approx(0.201, abs=1e-3)
+    for _ in range(8):
+        admission.observe_unread(0.20, factor=4)
+    assert admission.overhead_s == pytest.approx(0.201 - 0.05, abs=1e-3)
+    for _ in range(20):  # never below the read and the gap its cycles held: 0.283 - 0.182
+        admission.observe_unread(0.0, factor=4)
+    assert admission.overhead_s == pytest.approx(0.101, abs=1e-3)
+    admission.observe_cycle(cycle_s=3.3, slot_s=3.0, read_records=3400, factor=4, unread_s=0.2)
+    assert admission.overhead_s == pytest.approx(admission.cycle_overhead_s), "a cycle measures it again"
+
+
 def test_the_fixed_cost_never_falls_below_its_read_and_the_gap_after_a_commit():
     admission = Admission(AdmissionConfig(batch_seconds=3))
     admission.observe_gap(0.04)
