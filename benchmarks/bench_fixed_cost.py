@@ -114,7 +114,7 @@ def run(engine: str, factor: int, records: int, trickle_s: float, rate: float) -
             while time.monotonic() < end:
                 broker.produce("orders", orders(max(1, round(rate / 10))))
                 time.sleep(0.1)
-                trickle = _gauge(port, trickle)
+                trickle = _scrape(port, trickle)[0]
             print(f"  trickle done: {trickle:.3f} s", flush=True)
             target = produced + records
             broker.produce("orders", orders(records))
@@ -139,10 +139,6 @@ def _until_done(workdir: Path, pipeline: subprocess.Popen, port: int, records: i
         time.sleep(1)
     print(f"  {what} done: {gauge:.3f} s", flush=True)
     return gauge
-
-
-def _gauge(port: int, last: float) -> float:
-    return _scrape(port, last)[0]
 
 
 def _scrape(port: int, last: float) -> tuple[float, float]:

@@ -160,6 +160,62 @@ class PageCost:
         return min(told) if told else None
 
 
+class CostDrift:
+    """How far a batch's part that is neither its tasks' work nor its read (planning, a slot's
+    setup, the commit) has moved since saturated cycles last measured the fixed cost. That part
+    does not grow with a batch's fill, so every warm batch measures it, and it falls as a fresh
+    pipeline warms up by as much as the cycles' cost does: between cycles the cost moves with it
+    (session 81; the figures are `Admission.overhead_s`'s). At a factor no cycle measured (a
+    scale-up the job then keeps up at) the part's level holds more tasks' setup, so only its moves
+    there count, from the mean of its first `base_batches` there."""
+
+    def __init__(self, weight: float, base_batches: int = 4):
+        self.weight, self.base_batches = weight, base_batches
+        self.cycle: float | None = None  # the part, as the cycles measured it (smoothed)
+        self._now: float | None = None  # the part, smoothed over warm batches at `_at`
+        self._at: int | None = None  # the factor it follows
+        self._base: float | None = None  # where it started there
+        self._carried = 0.0  # how far it moved at factors before, since the last cycle
+        self._settling: tuple[int, list[float]] | None = None  # a new factor's first figures
+
+    def measured(self, seconds: float, factor: int | None, changed: bool) -> None:
+        """A saturated cycle at `factor` (a factor other than the last cycles' if `changed`)
+        spent `seconds` on the part: the cost is measured again, nothing carried."""
+        self.cycle = self._smooth(None if changed else self.cycle, seconds)
+        if changed or self._now is None or self._at != factor:
+            self._now = self.cycle
+        self._at, self._base, self._carried, self._settling = factor, self.cycle, 0.0, None
+
+    def observe(self, seconds: float, factor: int) -> None:
+        """A warm batch with records at `factor` spent `seconds` on the part."""
+        if seconds < 0 or self.cycle is None:
+            return
+        if factor == self._at:
+            self._now = self._smooth(self._now, seconds)
+            return
+        if self._settling is None or self._settling[0] != factor:
+            self._settling = (factor, [])
+        firsts = self._settling[1]
+        firsts.append(seconds)
+        if len(firsts) >= self.base_batches:
+            self._carried += self._moved()
+            self._now = self._base = statistics.fmean(firsts)
+            self._at, self._settling = factor, None
+
+    def applied(self, cost_s: float, floor_s: float) -> float:
+        """The cycles' `cost_s`, moved as the part moved since; never below what of it is not
+        the part (the read, the gap after a commit), nor below `floor_s`."""
+        if self.cycle is None:
+            return cost_s
+        return max(cost_s - self.cycle, floor_s, cost_s + self._carried + self._moved())
+
+    def _moved(self) -> float:
+        return 0.0 if self._now is None or self._base is None else self._now - self._base
+
+    def _smooth(self, old: float | None, new: float) -> float:
+        return new if old is None else old + self.weight * (new - old)
+
+
 def overhead_at(overhead_s: float, read_s: float | None, running: int, factor: int) -> float:
     """The fixed cost at `factor` of batches that cost `overhead_s` at the `running` factor,
     `read_s` of it reading (at most all of it): the read scales with the factor, the rest

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autosizer.elasticity import FACTORS, MAX_FACTOR, Layout
-from autosizer.elasticity.batch_cost import PageCost, ReadCost, duty_at
+from autosizer.elasticity.batch_cost import CostDrift, PageCost, ReadCost, duty_at
 from autosizer.elasticity.lanes import MIN_SHARE_READ, busiest_worker_shares
 from autosizer.elasticity.layout import TopicPartition
 from autosizer.pipeline.slots import TaskProgress
@@ -76,18 +76,10 @@ class Admission:
         # Per partition and factor in FACTORS: the busiest key bucket's share of the input
         self.hot_shares: dict[TopicPartition, tuple[float, ...]] = {}
         self._seed: float | None = None  # the last median rate, kept across a rescale
-        # a saturated batch's fixed cost, outside the tasks, as its cycles measured it, and the
-        # part of it those batches spent before their commit on other than reading (`overhead_s`)
+        # a saturated batch's fixed cost, outside the tasks, as its cycles measured it, and how
+        # far the part of it neither work nor read has moved since (`overhead_s`)
         self.cycle_overhead_s: float | None = None
-        self._cycle_unread: float | None = None
-        # the same part, any warm batch's: smoothed at the factor it follows, that factor's
-        # starting figure (the cycles' own at theirs), how far it moved at factors before since
-        # the last cycle, and a new factor's first figures (`observe_unread`)
-        self._unread: float | None = None
-        self._unread_at: int | None = None
-        self._unread_base: float | None = None
-        self._carried = 0.0
-        self._settling: tuple[int, list[float]] | None = None
+        self.drift = CostDrift(SMOOTHING, BASE_BATCHES)
         # what a slot's read costs, and the records the slowest-reading slot of a saturated
         # batch read, at the layout's factor then (`growing_read_s`)
         self.read_cost = ReadCost()
@@ -183,48 +175,24 @@ class Admission:
             changed = factor is not None and factor != self.factor
             self.cycle_overhead_s = _smooth(self.cycle_overhead_s, max(0.0, cycle_s - slot_s))
             if unread_s is not None and unread_s >= 0:
-                self._cycle_unread = _smooth(None if changed else self._cycle_unread, unread_s)
-                if changed or self._unread is None or self._unread_at != factor:
-                    self._unread = self._cycle_unread
-                self._unread_at, self._unread_base, self._carried, self._settling = factor, None, 0.0, None
+                self.drift.measured(unread_s, factor, changed)
             if factor and read_records > 0:
                 same = self.factor == factor and self.saturated_read is not None
                 self.saturated_read = _smooth(self.saturated_read if same else None, read_records)
                 self.factor = factor
 
     def observe_unread(self, seconds: float, factor: int) -> None:
-        """A warm batch with records spent `seconds` from its trigger to its commit on other than
-        its tasks' work and its slowest slot's read: planning, a slot's setup, the commit. This
-        part does not grow with the batch's fill, and it falls as a fresh pipeline warms up, by as
-        much as the saturated batches' cost does (`overhead_s`). At a factor no cycle measured
-        (a scale-up the job then keeps up at) it grows with the tasks' setup, so only its moves
-        there count, from the mean of its first `BASE_BATCHES` there."""
-        if seconds < 0 or self._cycle_unread is None:
-            return
-        if factor == self._unread_at:
-            self._unread = _smooth(self._unread, seconds)
-            return
-        if self._settling is None or self._settling[0] != factor:
-            self._settling = (factor, [])
-        firsts = self._settling[1]
-        firsts.append(seconds)
-        if len(firsts) >= BASE_BATCHES:
-            self._carried += self._moved()
-            self._unread = self._unread_base = statistics.fmean(firsts)
-            self._unread_at, self._settling = factor, None
-
-    def _moved(self) -> float:
-        """How far the part neither work nor read moved at the factor it follows."""
-        base = self._cycle_unread if self._unread_base is None else self._unread_base
-        return 0.0 if self._unread is None or base is None else self._unread - base
+        """A warm batch with records at `factor` spent `seconds` from its trigger to its commit on
+        other than its tasks' work and its slowest slot's read (`CostDrift`)."""
+        self.drift.observe(seconds, factor)
 
     @property
     def overhead_s(self) -> float | None:
         """A saturated batch's fixed cost now: what its cycles measured, moved by as much as every
         batch's part that is neither work nor read has moved since (`observe_unread`), at the
-        factor they were measured at and at each factor the job ran at since. A job that starts on a backlog and then keeps up measures
-        the cost in its first minute only, while its JVM and Python workers are still warming up,
-        and held that all run (run n4: 0.642 s where the step's batches paid about 0.4 s). Every
+        factor they were measured at and at each factor the job ran at since. A job that starts
+        on a backlog and then keeps up measures the cost in its first minute only, while its JVM
+        and Python workers are still warming up, and held that all run (run n4: 0.642 s where the step's batches paid about 0.4 s). Every
         batch measures the rest: over a backlog, 90 s kept up and a backlog again (session 81,
         batch by batch, one run each) the cycles read 0.28 -> 0.20 s (`local[2]`, factor 1),
         0.41 -> 0.24 s (factor 4) and 0.50 -> 0.27 s (a standalone cluster, factor 4), the part
@@ -232,10 +200,9 @@ class Admission:
         as much while kept up (0.10, 0.12); `bench_fixed_cost.py` checks the exported figure.
         Never below the part of the cost that is read and after the commit, nor below the gap
         after a commit (`gap_s`), which is a part of it."""
-        if self.cycle_overhead_s is None or self._cycle_unread is None:
-            return self.cycle_overhead_s
-        rest = max(self.cycle_overhead_s - self._cycle_unread, self.gap_s or 0.0)
-        return max(rest, self.cycle_overhead_s + self._carried + self._moved())
+        if self.cycle_overhead_s is None:
+            return None
+        return self.drift.applied(self.cycle_overhead_s, self.gap_s or 0.0)
 
     def observe_gap(self, seconds: float) -> None:
         """A batch was triggered `seconds` after the last one's commit, which ran past its
