@@ -167,11 +167,13 @@ class CostDrift:
     pipeline warms up by as much as the cycles' cost does: between cycles the cost moves with it
     (session 81; the figures are `Admission.overhead_s`'s). At a factor no cycle measured (a
     scale-up the job then keeps up at) the part's level holds more tasks' setup, so only its moves
-    there count, from the mean of its first `base_batches` there."""
+    there count, from the mean of its first `base_batches` there; its level is what `elsewhere`
+    tells, for a cost built at that factor from its parts (`Admission.overhead_s`)."""
 
     def __init__(self, weight: float, base_batches: int = 4):
         self.weight, self.base_batches = weight, base_batches
         self.cycle: float | None = None  # the part, as the cycles measured it (smoothed)
+        self.cycle_factor: int | None = None  # the factor they measured it at
         self._now: float | None = None  # the part, smoothed over warm batches at `_at`
         self._at: int | None = None  # the factor it follows
         self._base: float | None = None  # where it started there
@@ -185,6 +187,7 @@ class CostDrift:
         if changed or self._now is None or self._at != factor:
             self._now = self.cycle
         self._at, self._base, self._carried, self._settling = factor, self.cycle, 0.0, None
+        self.cycle_factor = factor
 
     def observe(self, seconds: float, factor: int) -> None:
         """A warm batch with records at `factor` spent `seconds` on the part."""
@@ -201,6 +204,13 @@ class CostDrift:
             self._carried += self._moved()
             self._now = self._base = statistics.fmean(firsts)
             self._at, self._settling = factor, None
+
+    def elsewhere(self) -> tuple[int, float] | None:
+        """The factor the part now follows and its level there, where that is not the factor the
+        cycles measured (None there, or before a new factor's first `base_batches`)."""
+        if self._at is None or self._now is None or self.cycle_factor is None or self._at == self.cycle_factor:
+            return None
+        return self._at, self._now
 
     def applied(self, cost_s: float, floor_s: float) -> float:
         """The cycles' `cost_s`, moved as the part moved since; never below what of it is not

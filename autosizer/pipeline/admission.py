@@ -88,6 +88,7 @@ class Admission:
         self.endpoint_cost = PageCost()
         self.endpoint_per_record: float | None = None
         self.saturated_read: float | None = None
+        self.cycle_read_s: float | None = None  # that slot's seconds on its read (`overhead_s`)
         self.factor: int | None = None
         self.commit_latency_s: float | None = None  # trigger to commit, outside the tasks
         self._latency_warm = False  # whether a warm batch measured it (`observe_latency`)
@@ -165,12 +166,13 @@ class Admission:
         return None if self._service_variance is None else math.sqrt(self._service_variance)
 
     def observe_cycle(self, cycle_s: float, slot_s: float, read_records: int = 0, factor: int | None = None,
-                      unread_s: float | None = None) -> None:
+                      unread_s: float | None = None, read_s: float | None = None) -> None:
         """A saturated batch took `cycle_s` from the previous commit to its own, of which its
         busiest thread worked `slot_s` on records: the rest (scheduling, reading, a slot's setup,
         committing, Spark's own bookkeeping) is the fixed cost every batch pays. Its slowest-reading slot read
         `read_records` at the layout's `factor`: a larger factor reads more (`growing_read_s`).
-        Of its cost, `unread_s` came before its commit and was not its read (`observe_unread`)."""
+        Of its cost, `unread_s` came before its commit and was not its read (`observe_unread`),
+        and that slot spent `read_s` on its read."""
         if cycle_s > 0 and slot_s >= 0:
             changed = factor is not None and factor != self.factor
             self.cycle_overhead_s = _smooth(self.cycle_overhead_s, max(0.0, cycle_s - slot_s))
@@ -179,6 +181,8 @@ class Admission:
             if factor and read_records > 0:
                 same = self.factor == factor and self.saturated_read is not None
                 self.saturated_read = _smooth(self.saturated_read if same else None, read_records)
+                if read_s is not None and read_s >= 0:
+                    self.cycle_read_s = _smooth(self.cycle_read_s if same else None, read_s)
                 self.factor = factor
 
     def observe_unread(self, seconds: float, factor: int) -> None:
@@ -199,10 +203,40 @@ class Admission:
         neither work nor read 0.18 -> 0.11, 0.24 -> 0.12 and 0.32 -> 0.14 s with them, and read
         as much while kept up (0.10, 0.12); `bench_fixed_cost.py` checks the exported figure.
         Never below the part of the cost that is read and after the commit, nor below the gap
-        after a commit (`gap_s`), which is a part of it."""
+        after a commit (`gap_s`), which is a part of it.
+
+        At a factor no cycle measured (a scale-up the job then keeps up at), the cost is built
+        there from its parts instead (`_built_elsewhere`), once its first batches there show its
+        part neither work nor read (`CostDrift.elsewhere`): the daemon and `autosizer fit` read
+        the gauge as the running factor's cost, and the cycles' figure, moved, left out the new
+        factor's tasks' setup and its larger read (run p4: 0.18-0.21 s shown at factor 4 where its
+        batches cost about 0.27 s, and the replay ran them 7% short)."""
         if self.cycle_overhead_s is None:
             return None
-        return self.drift.applied(self.cycle_overhead_s, self.gap_s or 0.0)
+        built = self._built_elsewhere()
+        return built[1] if built else self.drift.applied(self.cycle_overhead_s, self.gap_s or 0.0)
+
+    @property
+    def overhead_factor(self) -> int | None:
+        """The factor `overhead_s` is the cost at: the cycles', or the one it was built at."""
+        built = self._built_elsewhere()
+        return built[0] if built else self.factor
+
+    def _built_elsewhere(self) -> tuple[int, float] | None:
+        """The fixed cost at the factor the job runs at, where no cycle measured it, from what
+        its batches there measure: the gap after a commit, the part neither work nor read, and
+        the read a saturated batch takes there (the cycles' read, its growing part scaled to
+        that factor, `growing_read_s`). A cycle's cost is those three (session 81: 0.205 against
+        0.202 s measured, 0.236 against 0.240, 0.267 against 0.266)."""
+        elsewhere = self.drift.elsewhere()
+        if elsewhere is None or self.cycle_read_s is None:
+            return None
+        factor, unread = elsewhere
+        read = self.cycle_read_s
+        grown, measured = self.growing_read_s(factor), self.growing_read_s()
+        if grown is not None and measured is not None:
+            read += grown - measured
+        return factor, (self.gap_s or 0.0) + unread + read
 
     def observe_gap(self, seconds: float) -> None:
         """A batch was triggered `seconds` after the last one's commit, which ran past its
@@ -285,8 +319,8 @@ class Admission:
         """The share of a saturated job's time its tasks can work at `factor` (default: the
         factor its cost was measured at): deadline / (deadline + cost), the cost's growing read
         scaled to `factor` (`elasticity.batch_cost`)."""
-        running = self.factor or factor or 1
-        return duty_at(self.config.batch_seconds, self.overhead_s or 0.0, self.growing_read_s(),
+        running = self.overhead_factor or factor or 1
+        return duty_at(self.config.batch_seconds, self.overhead_s or 0.0, self.growing_read_s(running),
                        running, factor or running)
 
     def forget(self, layout: Layout) -> None:

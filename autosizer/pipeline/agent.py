@@ -894,7 +894,7 @@ class PipelineAgent:
         unread = None if latency is None or not self._cycles_warm else max(0.0, latency - reader.read_seconds)
         if self._cycles_warm and self._saturated_before and saturated:
             self.admission.observe_cycle(committed_at - self._last_commit, worked, reader.read_records, layout.factor,
-                                         unread_s=unread)
+                                         unread_s=unread, read_s=reader.read_seconds)
         if unread is not None:
             self.admission.observe_unread(unread, layout.factor)
         # where the last batch ran past its trigger's interval, this one's trigger came as soon as

@@ -368,11 +368,43 @@ def test_the_fixed_cost_moves_with_every_batchs_part_that_is_neither_work_nor_re
     assert admission.overhead_s == pytest.approx(0.201, abs=1e-3)
 
 
-def test_after_a_rescale_no_cycle_measured_the_fixed_cost_moves_as_the_new_factors_part_does():
-    """A scale-up the job then keeps up at measures no cycle there, and the query it restarted
-    still warms up. The part neither work nor read is higher at the larger factor (more tasks
-    to set up), so its level there does not move the cost; its moves from its first batches there
-    do, on top of what it moved at the factor before."""
+def test_at_a_factor_no_cycle_measured_the_fixed_cost_is_built_from_its_parts_there():
+    """A scale-up the job then keeps up at measures no cycle there, but every batch there measures
+    the part neither work nor read, which holds the new factor's tasks' setup (more tasks), and
+    the read a saturated batch takes there grows with the factor. The daemon and `autosizer fit`
+    read the gauge as the running factor's cost: it is the gap after a commit, that part, and the
+    cycles' read with its growing part scaled (run p4 showed factor 1's cost, moved, at 4)."""
+    admission = Admission(AdmissionConfig(batch_seconds=3))
+    admission.observe_gap(0.031)
+    for records in (200, 900, 400, 700, 300, 870):  # a read: 0.05 s a call and 20 us a record
+        admission.observe_read(records, 0.05 + 2e-5 * records)
+    admission.observe_cycle(cycle_s=3.283, slot_s=3.0, read_records=870, factor=1, unread_s=0.182,
+                            read_s=0.05 + 2e-5 * 870)
+    for _ in range(8):
+        admission.observe_unread(0.10, factor=1)
+    moved = admission.overhead_s
+    assert moved == pytest.approx(0.201, abs=1e-3) and admission.overhead_factor == 1
+    for _ in range(3):  # the new factor's first batches: not yet where its part stands
+        admission.observe_unread(0.25, factor=4)
+    assert admission.overhead_s == pytest.approx(moved) and admission.overhead_factor == 1
+    admission.observe_unread(0.25, factor=4)
+    read_at_4 = 0.05 + 2e-5 * 870 * 4
+    assert admission.growing_read_s(4) == pytest.approx(2e-5 * 870 * 4)
+    assert admission.overhead_factor == 4
+    assert admission.overhead_s == pytest.approx(0.031 + 0.25 + read_at_4, abs=1e-6)
+    assert admission.duty(4) == pytest.approx(3 / (3 + admission.overhead_s))
+    for _ in range(12):  # it keeps following the part there as the new query warms up
+        admission.observe_unread(0.15, factor=4)
+    assert admission.overhead_s == pytest.approx(0.031 + 0.15 + read_at_4, abs=1e-3)
+    admission.observe_cycle(cycle_s=3.3, slot_s=3.0, read_records=3400, factor=4, unread_s=0.2, read_s=0.12)
+    assert admission.overhead_s == pytest.approx(admission.cycle_overhead_s), "a cycle measures it again"
+    assert admission.overhead_factor == 4
+
+
+def test_without_the_cycles_read_a_new_factor_moves_the_cost_by_its_parts_moves():
+    """Before the cycles' read is known nothing can be built at another factor: the cost is the
+    cycles', moved by the part's moves there from its first batches (its level holds more
+    tasks' setup than the cycles' factor had), never below the cycles' read and gap."""
     admission = Admission(AdmissionConfig(batch_seconds=3))
     admission.observe_cycle(cycle_s=3.283, slot_s=3.0, read_records=870, factor=1, unread_s=0.182)
     for _ in range(8):
