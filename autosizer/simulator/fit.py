@@ -290,7 +290,10 @@ def _overhead(series: Mapping[str, Series], partitions: int) -> dict[str, float 
     0.269 s, set by factor 1's last batch, held 190 s at factor 8, where factor 1's cycles had
     cost 0.30-0.46 s; the fit gave factor 1 0.18 s). Since session 81 every warm batch moves the
     gauge between saturated cycles, at the cycles' factor (the start-up's warm-up no longer held
-    all run, `Admission.overhead_s`): a run that kept up at that factor shows a value a batch."""
+    all run, `Admission.overhead_s`): a run that kept up at that factor shows a value a batch.
+    Since session 82 a factor no cycle measured shows its own cost, built from its batches' parts
+    there, where it showed the cycles' factor's, moved: the line through them had too little per
+    task (run p4: 0.9 ms a task, its replay's batches at factor 4 7% short)."""
     samples = _set_times(series.get("overhead", ()))
     if not samples:
         return {}
