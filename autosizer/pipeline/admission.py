@@ -209,8 +209,8 @@ class Admission:
         there from its parts instead (`_built_elsewhere`), once its first batches there show its
         part neither work nor read (`CostDrift.elsewhere`): the daemon and `autosizer fit` read
         the gauge as the running factor's cost, and the cycles' figure, moved, left out the new
-        factor's tasks' setup and its larger read (run p4: 0.18-0.21 s shown at factor 4 where its
-        batches cost about 0.27 s, and the replay ran them 7% short)."""
+        factor's tasks' setup and its larger read (run p4 showed 0.18-0.21 s at factor 4 and its
+        replay ran the step's batches there 7% short; run q2, built, 0.30-0.33 s in the step)."""
         if self.cycle_overhead_s is None:
             return None
         built = self._built_elsewhere()
