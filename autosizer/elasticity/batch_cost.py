@@ -173,7 +173,6 @@ class CostDrift:
     def __init__(self, weight: float, base_batches: int = 4):
         self.weight, self.base_batches = weight, base_batches
         self.cycle: float | None = None  # the part, as the cycles measured it (smoothed)
-        self.cycle_factor: int | None = None  # the factor they measured it at
         self._now: float | None = None  # the part, smoothed over warm batches at `_at`
         self._at: int | None = None  # the factor it follows
         self._base: float | None = None  # where it started there
@@ -187,7 +186,6 @@ class CostDrift:
         if changed or self._now is None or self._at != factor:
             self._now = self.cycle
         self._at, self._base, self._carried, self._settling = factor, self.cycle, 0.0, None
-        self.cycle_factor = factor
 
     def observe(self, seconds: float, factor: int) -> None:
         """A warm batch with records at `factor` spent `seconds` on the part."""
@@ -205,10 +203,10 @@ class CostDrift:
             self._now = self._base = statistics.fmean(firsts)
             self._at, self._settling = factor, None
 
-    def elsewhere(self) -> tuple[int, float] | None:
-        """The factor the part now follows and its level there, where that is not the factor the
-        cycles measured (None there, or before a new factor's first `base_batches`)."""
-        if self._at is None or self._now is None or self.cycle_factor is None or self._at == self.cycle_factor:
+    def elsewhere(self, cycled: int | None) -> tuple[int, float] | None:
+        """The factor the part now follows and its level there, where that is not `cycled`, the
+        factor the cycles measured (None there, or before a new factor's first `base_batches`)."""
+        if self._at is None or self._now is None or cycled is None or self._at == cycled:
             return None
         return self._at, self._now
 

@@ -228,7 +228,7 @@ class Admission:
         the read a saturated batch takes there (the cycles' read, its growing part scaled to
         that factor, `growing_read_s`). A cycle's cost is those three (session 81: 0.205 against
         0.202 s measured, 0.236 against 0.240, 0.267 against 0.266)."""
-        elsewhere = self.drift.elsewhere()
+        elsewhere = self.drift.elsewhere(self.factor)
         if elsewhere is None or self.cycle_read_s is None:
             return None
         factor, unread = elsewhere
