@@ -78,10 +78,14 @@ class ReadCost:
     factor`): 0.27 s for 900 records a slot at F = 1, 1.22 s for 7,000 at F = 8."""
 
     reads: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=READ_WINDOW))
+    # `per_record` as the reads last told it: a line and one more for each read left out, about
+    # 1 ms, which the pipeline's gauges and duty read several times a batch
+    _told: tuple[float | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def observe(self, records: int, seconds: float) -> None:
         if records > 0 and math.isfinite(seconds) and seconds >= 0:
             self.reads.append((records, seconds))
+            self._told = None
 
     def _points(self) -> list[tuple[float, float, float]]:
         newest = len(self.reads) - 1
@@ -104,6 +108,11 @@ class ReadCost:
         batch promised factor 64 0.86 of what it did), or the line gone without any one batch.
         Otherwise the least slope a batch's absence leaves, at most the whole read per record
         (a line that starts below nothing is noise too)."""
+        if self._told is None:
+            self._told = (self._per_record(),)
+        return self._told[0]
+
+    def _per_record(self) -> float | None:
         points = self._points()
         whole = _fit_line(points)
         if not whole.told:

@@ -232,10 +232,8 @@ class Admission:
         if elsewhere is None or self.cycle_read_s is None:
             return None
         factor, unread = elsewhere
-        read = self.cycle_read_s
-        grown, measured = self.growing_read_s(factor), self.growing_read_s()
-        if grown is not None and measured is not None:
-            read += grown - measured
+        grows = self.growing_read_s() or 0.0  # the part of the cycles' read that scales
+        read = self.cycle_read_s + grows * (factor / self.factor - 1)  # type: ignore[operator]
         return factor, (self.gap_s or 0.0) + unread + read
 
     def observe_gap(self, seconds: float) -> None:
@@ -319,9 +317,9 @@ class Admission:
         """The share of a saturated job's time its tasks can work at `factor` (default: the
         factor its cost was measured at): deadline / (deadline + cost), the cost's growing read
         scaled to `factor` (`elasticity.batch_cost`)."""
-        running = self.overhead_factor or factor or 1
-        return duty_at(self.config.batch_seconds, self.overhead_s or 0.0, self.growing_read_s(running),
-                       running, factor or running)
+        built = self._built_elsewhere()
+        running, cost = built if built else (self.factor or factor or 1, self.overhead_s or 0.0)
+        return duty_at(self.config.batch_seconds, cost, self.growing_read_s(running), running, factor or running)
 
     def forget(self, layout: Layout) -> None:
         """Drop tasks the layout no longer has; their median still seeds the new tasks."""
