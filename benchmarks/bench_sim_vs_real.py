@@ -91,11 +91,13 @@ from autosizer.simulator.fit import (  # noqa: E402
     _points,
     _resample,
     _restamped,
+    batch_commits,
     fetch,
     fitted_run,
     legacy_lag_probe_age,
 )
-from autosizer.simulator.fit_checks import checks  # noqa: E402
+from autosizer.simulator.fit_checks import checks, steady_wait_ratio  # noqa: E402
+from autosizer.simulator.job import JobModel  # noqa: E402
 from autosizer.simulator.scores import reversals  # noqa: E402
 from autosizer.simulator.traces import real_trace_names  # noqa: E402
 from examples import demo, kinesis_demo  # noqa: E402
@@ -193,7 +195,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     if series.get("lag_records"):  # runs saved since session 48
         _print_second_backlogs(series, start, fitted.factor, run, phase or step)
     if series.get("batch_duration"):  # runs saved since session 49
-        _print_batch_durations(series, start, fitted.factor, run, phase or step)
+        _print_batch_durations(series, start, fitted.factor, run, phase or step, job)
     seconds = min(run.lag_seconds.size, fitted.lag_seconds.size)
     real, sim = fitted.lag_seconds[:seconds], run.lag_seconds[:seconds]
     print(f"\n{'':24} {'real':>10} {'simulated':>10} {'sim / real':>11}")
@@ -344,12 +346,14 @@ def _while_read(points: list, start: float, seconds: np.ndarray) -> np.ndarray:
 
 
 def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, run,
-                           phase: tuple[float, float]) -> None:
+                           phase: tuple[float, float], job: JobModel) -> None:
     """The last committed batch's duration every second, real beside the replay's, over the high
     phase's second half at the same factor: the model's batch timing, on which the backlog a
     steady job holds rests. The real gauge runs from the batch function's start (Spark's planning
     before it is not in it), the replay's from the trigger. Its longest batch shows a stall the
-    model has no term for (run 143: one 2.0 s batch among 0.8-1.2 s ones, 18 s to drain at 81%)."""
+    model has no term for (run 143: one 2.0 s batch among 0.8-1.2 s ones, 18 s to drain at 81%).
+    Then how much of the ratio the model's commit wait there makes (`steady_wait_ratio`: an
+    error in it comes back magnified by 1 / (1 - busy)), and the rest, the busy share's."""
     seconds, _, late = _same_factor(real_factor, run, phase)
     real = _resample(_points(series["batch_duration"]), start, seconds, step=True)
     sim = run.batch_duration[: seconds.size].astype(np.float64)
@@ -359,6 +363,13 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
     print(f"batch duration (s), the high phase's second half ({int(late.sum())} s): real mean "
           f"{real[late].mean():.2f} (longest {real[late].max():.2f}), simulated {sim[late].mean():.2f} "
           f"(longest {sim[late].max():.2f}), sim / real {sim[late].mean() / real[late].mean():.2f}")
+    split = steady_wait_ratio(job, real_factor, batch_commits(series, start), late)
+    if split is not None:
+        measured, modelled, wait = split
+        print(f"  of which the commit's wait there, measured {measured:.3f} s a batch, modelled {modelled:.3f} s: "
+              f"a steady batch is (wait + gap) / (1 - busy), so the wait alone makes the replay's batches "
+              f"{wait:.2f} of the real ones; the rest, {sim[late].mean() / real[late].mean() / wait:.2f}, is "
+              f"the busy share (the model's capacity and input there)")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from autosizer.elasticity import FACTORS
 from autosizer.policies import Decision, Guards
 from autosizer.simulator import engine, workloads
 from autosizer.simulator.engine import Rescale, Run, simulate
+from autosizer.simulator.fit_checks import steady_wait_ratio
 from autosizer.simulator.job import JobModel, KeySkew
 from autosizer.simulator.scores import reversals, score
 from autosizer.simulator.traces import load_trace, trace_names
@@ -1040,6 +1041,28 @@ def test_old_metrics_show_each_seconds_mean_backlog_as_a_probe_at_a_random_momen
     assert run.lag_records[10:] == pytest.approx(100.0, rel=0.02)
     assert np.mean(seen[3:]) == pytest.approx(80.0, rel=0.02)
 
+
+def test_a_commit_waits_error_comes_back_magnified_in_a_steady_batch_and_the_split_says_how_much():
+    """A job that keeps up at 78% busy with batches past its 1 s trigger runs cycles of
+    (wait + gap) / (1 - 0.78): each cycle works the input of the one before. Its commit waiting
+    13 ms longer (0.213 s against 0.2 s, q2's error in session 82) makes each batch about 60 ms
+    longer, not 13. The benchmark's split (`fit_checks.steady_wait_ratio`) reads the real
+    batches' wait against the model's over the seconds asked, and gives the replay's batches
+    over the real ones that error alone makes: the engine's own ratio."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000), batch_seconds=3.0,
+                  batch_gap_s=0.03, trigger_s=1.0, run_ahead=3.0)
+    model, real = (JobModel(**common, commit_latency_s=wait, batch_overhead_s=wait + 0.03) for wait in (0.2, 0.213))
+    load = workloads.constant(78, seconds=300, noise=0)
+    steady = {job.commit_latency_s: simulate(load, job, Fixed(1), tick_s=15).batch_duration[100:].mean()
+              for job in (model, real)}
+    assert steady[0.2] + 0.03 == pytest.approx(0.23 / 0.22, rel=0.001)
+    assert steady[0.213] - steady[0.2] == pytest.approx(0.013 / 0.22, rel=0.01)
+    factor = np.ones(300, dtype=np.int32)
+    commits = np.array([(t, 0.1, 0.213 if t >= 100 else 0.5) for t in range(0, 300, 2)], dtype=np.float64)
+    measured, modelled, ratio = steady_wait_ratio(model, factor, commits, np.arange(300) >= 100)
+    assert (measured, modelled) == (pytest.approx(0.213), pytest.approx(0.2))
+    assert ratio == pytest.approx((steady[0.2] + 0.03) / (steady[0.213] + 0.03), rel=0.01)
+    assert steady_wait_ratio(model, factor, np.zeros((0, 3)), np.ones(300, dtype=bool)) is None
 
 def test_each_second_shows_the_last_committed_batchs_duration_as_the_pipelines_gauge_does():
     """The batch duration gauge (`autosizer_pipeline_batch_duration_seconds`) holds the last
