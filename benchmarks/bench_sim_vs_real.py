@@ -363,7 +363,7 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
     print(f"batch duration (s), the high phase's second half ({int(late.sum())} s): real mean "
           f"{real[late].mean():.2f} (longest {real[late].max():.2f}), simulated {sim[late].mean():.2f} "
           f"(longest {sim[late].max():.2f}), sim / real {sim[late].mean() / real[late].mean():.2f}")
-    split = steady_wait_ratio(job, real_factor, batch_commits(series, start), late)
+    split = steady_wait_ratio(job, real_factor, batch_commits(series, start, records=True), late)
     if split is not None:
         measured, modelled, wait = split
         print(f"  of which the commit's wait there, measured {measured:.3f} s a batch, modelled {modelled:.3f} s: "

@@ -75,6 +75,8 @@ Capacity (what the job can really do, measured; see pipeline/admission.py):
                                                            partition's read over its planned span
   autosizer_pipeline_batch_latency_seconds                 that batch's commit latency, not smoothed
                                                            (the pair checks how it grows with the read)
+  autosizer_pipeline_batch_read_records                    that batch's records read, all partitions:
+                                                           what its commit latency grows with
   autosizer_pipeline_service_cv                            a record's service time's coefficient of
                                                            variation: how far a task's rate in a
                                                            batch strays from its smoothed rate
@@ -145,6 +147,8 @@ SCALAR_GAUGES = (
      "The last warm batch's fullest partition read over the span planned for it (1: a full read)"),
     ("batch_latency_s", "autosizer_pipeline_batch_latency_seconds",
      "The same batch's trigger to its commit beyond its busiest thread's work (one batch, not smoothed)"),
+    ("batch_read_records", "autosizer_pipeline_batch_read_records",
+     "The same batch's records read from all its partitions: what its commit latency grows with"),
     ("service_cv", "autosizer_pipeline_service_cv",
      "A record's service time's coefficient of variation, from how a task's rate varies"),
     ("job_capacity", "autosizer_pipeline_capacity", "Records/s the job can take in key order, batch cost included"),
@@ -187,6 +191,7 @@ class PipelineMetrics(Collector):
         self.gap_s: float | None = None
         self.batch_fill: float | None = None
         self.batch_latency_s: float | None = None
+        self.batch_read_records: int | None = None
         self.service_cv: float | None = None
         self.job_capacity: float | None = None
         self.hot_shares: dict[Partition, tuple[float, ...]] = {}
@@ -244,11 +249,12 @@ class PipelineMetrics(Collector):
             self.busy_threads = working_ns / (seconds * 1e9) if seconds > 0 else 0.0
             self.positions = dict(positions)
 
-    def observe_commit(self, fill: float, latency_s: float) -> None:
-        """One warm batch's read fill (`admission.read_fill`) and commit latency, set together so
-        a scrape reads them as a pair: what checks the line the simulator takes between them."""
+    def observe_commit(self, fill: float, latency_s: float, records: int | None = None) -> None:
+        """One warm batch's read fill (`admission.read_fill`), commit latency and records read,
+        set together so a scrape reads them as one: what the simulator's commit wait is fitted
+        to and checked against (it grows with the records, not only with the fill: session 83)."""
         with self._lock:
-            self.batch_fill, self.batch_latency_s = fill, latency_s
+            self.batch_fill, self.batch_latency_s, self.batch_read_records = fill, latency_s, records
 
     def restarted(self, seconds: float) -> None:
         """A drain's start to the first batch of the next generation: processing stopped that long."""

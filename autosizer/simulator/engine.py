@@ -424,7 +424,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
 @njit(cache=True, nogil=True)
 def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weights,
              batch_s, overhead_s, latency_s, trigger_s, run_ahead, limits, boundary_s, gap_s,
-             warm_s, warm_tau, warm_from):  # pragma: no cover
+             warm_s, warm_tau, warm_from, per_record_s):  # pragma: no cover
     """The pipeline's micro-batches. A batch starts on the trigger (or at once after a batch
     that overran it) and reads, per partition, from its slowest queue up to `run_ahead` batches
     of the partition's capacity, of the input `boundary_s` after its start (a Kinesis slot
@@ -434,7 +434,9 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     `overhead_s` after it (or at the commit, if later). Where the part of that cost after the
     commit is known (`gap_s` >= 0), the part before it grows with the batch's read: from
     `latency_s` for none to `overhead_s - gap_s` for a full one (the fullest partition's read over
-    its `run_ahead` span), and the next may start `gap_s` after the commit. Lag only moves at
+    its `run_ahead` span), and the next may start `gap_s` after the commit. Where a wait per
+    record read is known (`per_record_s` >= 0), the commit comes `latency_s` plus that for each
+    record the batch read after its work instead, whatever the span. Lag only moves at
     commits. Also returned:
     when the first saturated batch (a queue left records it had read) after a saturated one
     committed (one after a batch that kept up waited for its trigger: it measures no cost),
@@ -471,7 +473,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     start = float(down_s)
     full_before = False  # the last batch left records it read
     # the soonest a batch commits after its work: its records are cut no later
-    first_commit = latency_s if gap_s < 0 else min(latency_s, overhead_s - gap_s)
+    first_commit = latency_s if gap_s < 0 or per_record_s >= 0 else min(latency_s, overhead_s - gap_s)
     while start < seconds:
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start + min(boundary_s, first_commit))
@@ -499,7 +501,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
         warm = warm_s * np.exp(-max(0.0, t0 + start - warm_from) / warm_tau) if warm_s > 0 else 0.0
-        if gap_s < 0:  # every batch pays the whole fixed cost
+        if per_record_s >= 0:  # the wait grows with the records read, at any factor
+            commit = start + work + latency_s + warm + per_record_s * admitted
+            finished = commit + gap_s if gap_s >= 0 else max(commit, start + work + overhead_s + warm)
+        elif gap_s < 0:  # every batch pays the whole fixed cost
             commit = start + work + latency_s + warm
             finished = max(commit, start + work + overhead_s + warm)
         else:
@@ -727,7 +732,8 @@ class _Model:
                 self.cum, self.rate, t0, rate.size, tick, arrivals, capacity, x0, down_s,
                 self.weights, job.batch_seconds, job.overhead(factor), job.latency(factor), job.trigger_s,
                 job.run_ahead, limits, job.read_boundary_s, -1.0 if job.batch_gap_s is None else job.batch_gap_s,
-                job.commit_warmup_s, job.commit_warmup_tau_s, float(tick))  # the lead-in: one tick
+                job.commit_warmup_s, job.commit_warmup_tau_s, float(tick),  # the lead-in: one tick
+                -1.0 if job.commit_per_record_s is None else job.commit_per_record_s)
             if saturated < math.inf:  # its commit, then as old as the tick's scrape
                 overhead_tick = math.ceil((saturated + self.gauge_age) / tick) - 1
         else:

@@ -53,6 +53,8 @@ FIT_QUERIES: dict[str, str] = {
     # takes between them, checked batch by batch (`batch_commits`)
     "batch_fill": "max(autosizer_pipeline_batch_fill{$selector})",
     "batch_latency": "max(autosizer_pipeline_batch_latency_seconds{$selector})",
+    # and its records read, set with them (since session 83): what the wait grows with
+    "batch_read_records": "max(autosizer_pipeline_batch_read_records{$selector})",
     # the slowest setup of a slot in the last batch, beyond its busiest thread's work: in the
     # commit latency, and shown beside it (`fit_checks.setup_line`)
     "slot_setup": ("max(autosizer_pipeline_slot_seconds{$selector}"
@@ -164,12 +166,13 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
     settings["overhead_known_at_start"] = _overhead_known_at_start(series)
     if settings["overhead_known_at_start"]:
         settings["overhead_shown_at_start_s"] = _points(series["overhead"])[0][1]
-    commits = batch_commits(series, _first_sample(series))
+    commits = batch_commits(series, _first_sample(series), records=True)
     latency = _light_latency(commits)
     warmup = _latency_warmup(commits)
     if warmup is not None:
         latency, settings["commit_warmup_s"], settings["commit_warmup_tau_s"] = warmup
     latency = _median(series.get("commit_latency", ())) if latency is None else latency
+    per_record = _per_record_wait(commits)
     for name, setting in MEDIANS.items():
         value = _median(series.get(name, ()))
         if value is not None:
@@ -178,6 +181,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
         settings["commit_latency_s"] = latency
         # no cost measured (`_overhead`): a batch pays its commit latency, and the gap after it
         settings.setdefault("batch_overhead_s", latency + settings.get("batch_gap_s", 0.0))
+    if per_record is not None:  # the wait from the records each batch read, warm-up and all
+        (settings["commit_latency_s"], settings["commit_per_record_s"], settings["commit_warmup_s"],
+         settings["commit_warmup_tau_s"]) = per_record
     if "batch_gap_s" in settings:  # a part of the fixed cost: the gap's batches are not the cost's
         settings["batch_gap_s"] = min(settings["batch_gap_s"], settings.get("batch_overhead_s", base.batch_overhead_s))
     restarts = _changes(series.get("restart", ()))
@@ -613,17 +619,21 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
-def batch_commits(series: Mapping[str, Series], start: float) -> np.ndarray:
+def batch_commits(series: Mapping[str, Series], start: float, records: bool = False) -> np.ndarray:
     """(batches, 3): each warm batch's (second of the run, read fill, commit latency) as the
     pipeline exported them together (`autosizer_pipeline_batch_fill`, `..._batch_latency_seconds`),
     once per batch: a range query repeats a gauge at every step until the next batch sets it,
-    and two batches never measure the same pair. Empty for a run saved before session 63."""
+    and two batches never measure the same pair. Empty for a run saved before session 63.
+    With `records`, (batches, 4): and the records it read (`..._batch_read_records`), NaN for a run
+    saved before session 83."""
     latency = dict(_points(series.get("batch_latency", ())))
-    rows: list[tuple[float, float, float]] = []
+    read = dict(_points(series.get("batch_read_records", ())))
+    rows: list[tuple[float, float, float, float]] = []
     for t, fill in _points(series.get("batch_fill", ())):
-        if t in latency and (not rows or (fill, latency[t]) != rows[-1][1:]):
-            rows.append((t - start, fill, latency[t]))
-    return np.array(rows, dtype=np.float64).reshape(-1, 3)
+        if t in latency and (not rows or (fill, latency[t]) != rows[-1][1:3]):
+            rows.append((t - start, fill, latency[t], read.get(t, math.nan)))
+    found = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    return found if records else found[:, :3]
 
 
 def _light_latency(commits: np.ndarray) -> float | None:
@@ -659,6 +669,39 @@ def _latency_warmup(commits: np.ndarray) -> tuple[float, float, float] | None:
         error = float(np.sum((design @ (steady, extra) - y) ** 2))
         if extra > 0 and steady >= 0 and (best is None or error < best[0]):
             best = (error, float(steady), float(extra), tau)
+    return None if best is None else best[1:]
+
+
+# A slope in the records needs batches of different sizes: the fullest tenth at least this many
+# times the lightest tenth's records (the demo's: 100 a batch after its step, 1,400 in it)
+RECORDS_SPREAD = 2.0
+
+
+def _per_record_wait(commits: np.ndarray) -> tuple[float, float, float, float] | None:
+    """(commit latency of an empty read, seconds more a record read, extra at the run's second
+    0, its e-folding seconds): least squares through L + k records + W exp(-t / tau) over
+    every warm batch that exported its records (`batch_commits(records=True)`), each of
+    WARMUP_TAUS tried, the best kept (W = 0 where none fades). The wait grows with what a
+    batch read, not with its fill: the demo's read 0.02-0.08 s longer in its step's high phase
+    than after it at the same factor (session 83: 32 us a record over 1,789 batches of 11
+    runs, and full batches at 0.254 s against 0.264 s measured, where a wait growing with the
+    busy threads gave 0.206 s). None with fewer than MIN_LIGHT_BATCHES such batches, sizes
+    too alike to tell a slope (RECORDS_SPREAD), or no line that rises."""
+    rows = commits[(commits[:, 0] >= 0) & np.isfinite(commits[:, 3])] if commits.size else commits.reshape(0, 4)
+    if len(rows) < MIN_LIGHT_BATCHES:
+        return None
+    t, records, y = rows[:, 0], rows[:, 3], rows[:, 2]
+    low, high = np.percentile(records, [10, 90])
+    if high < RECORDS_SPREAD * max(low, 1.0):
+        return None
+    best: tuple[float, float, float, float, float] | None = None
+    for tau in (math.inf, *WARMUP_TAUS):  # inf: no warm-up term
+        fades = np.zeros_like(t) if math.isinf(tau) else np.exp(-t / tau)
+        design = np.stack([np.ones_like(t), records, fades], axis=1)
+        (base, slope, extra), *_ = np.linalg.lstsq(design, y, rcond=None)
+        error = float(np.sum((design @ (base, slope, extra) - y) ** 2))
+        if base >= 0 and slope > 0 and extra >= 0 and (best is None or error < best[0]):
+            best = (error, float(base), float(slope), float(extra), tau if math.isfinite(tau) else WARMUP_TAUS[0])
     return None if best is None else best[1:]
 
 

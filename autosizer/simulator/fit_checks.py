@@ -39,7 +39,7 @@ def checks(series: Mapping[str, Series], start: float, fitted: Fitted) -> list[s
     records = _resample(_points(series.get("records_total", ())), start, np.arange(fitted.factor.size), step=True)
     lines: list[str] = []
     for table in (capacity_check(fitted, records), commit_check(fitted.job, fitted.factor,
-                                                                batch_commits(series, start))):
+                                                                batch_commits(series, start, records=True))):
         if table:
             lines += ["", *table]
     setup = setup_line(series)
@@ -100,20 +100,27 @@ def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list
     full its read was: the line's ends come from smoothed gauges and means, and this checks
     them, and the line between, batch by batch. Where the fit took the commit latency from the
     light batches themselves (`fit._light_latency`) those together read 1 by construction, and a
-    line says so: the fuller batches are what tests the model then. `factor`: the run's, each
-    second. No lines for a run without the pairs (a pipeline before session 63)."""
+    line says so: the fuller batches are what tests the model then; where it took the wait from
+    every batch's records (`fit._per_record_wait`), all of them together do. `factor`: the
+    run's, each second; `commits` as `batch_commits(records=True)` gives them (three columns:
+    no records). No lines for a run without the pairs (a pipeline before session 63)."""
     if not commits.size:
         return []
     seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
     fill = commits[:, 1]
-    model = np.array([job.commit_wait(int(factor[s]), f) + job.warmup(t)
-                      for s, f, t in zip(seconds, fill, commits[:, 0], strict=True)])
+    model = np.array([job.commit_wait(int(factor[s]), f, _records(commits, i)) + job.warmup(commits[i, 0])
+                      for i, (s, f) in enumerate(zip(seconds, fill, strict=True))])
     slope, base = np.polyfit(fill, commits[:, 2], 1) if np.ptp(fill) > 0 else (0.0, commits[0, 2])
     lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
              f"{base:.2f} s empty, {base + slope:.2f} s full)",
              f"{'fill':>11} {'batches':>8} {'measured s':>11} {'model s':>8} {'model / measured':>17}"]
     light = int((fill < LIGHT_FILL).sum())
-    if light >= MIN_LIGHT_BATCHES:
+    counted = int(np.isfinite(commits[:, 3]).sum()) if commits.shape[1] > 3 else 0
+    if job.commit_per_record_s is not None and counted:
+        lines.insert(1, f"(the fit took the commit wait from the {counted} batches' records, {job.commit_latency_s:.3f} s "
+                        f"+ {job.commit_per_record_s * 1e6:.1f} us a record: together they read 1 by construction, "
+                        f"the bins test how it follows the load)")
+    elif light >= MIN_LIGHT_BATCHES:
         lines.insert(1, f"(the fit took the commit latency from the {light} batches under {LIGHT_FILL:.0%} full: "
                         f"together they read 1 by construction, the fuller ones test the line)")
     bins = [(f"{lo:.2f}-{hi:.2f}", (fill >= lo) & ((fill < hi) if hi < 1 else (fill <= hi)))
@@ -143,10 +150,17 @@ def steady_wait_ratio(job: JobModel, factor: np.ndarray, commits: np.ndarray,
     if not inside.any():
         return None
     measured = float(commits[inside, 2].mean())
-    modelled = float(np.mean([job.commit_wait(int(factor[s]), f) + job.warmup(t)
-                              for s, f, t in zip(at[inside], commits[inside, 1], commits[inside, 0], strict=True)]))
+    modelled = float(np.mean([job.commit_wait(int(factor[at[i]]), commits[i, 1], _records(commits, i))
+                              + job.warmup(commits[i, 0]) for i in np.flatnonzero(inside)]))
     gap = job.batch_gap_s or 0.0
     return measured, modelled, (modelled + gap) / (measured + gap)
+
+
+def _records(commits: np.ndarray, i: int) -> float | None:
+    """Batch i's records read, None where the run did not export them."""
+    if commits.shape[1] < 4 or not math.isfinite(commits[i, 3]):
+        return None
+    return float(commits[i, 3])
 
 
 def _capacity(job: JobModel, factor: int) -> float:

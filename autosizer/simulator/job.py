@@ -127,6 +127,14 @@ class JobModel:
     # fixed cost less this for a full one (`run_ahead` batches of the capacity), so a batch far
     # from full commits and starts its successor sooner. None: every batch pays the whole cost.
     batch_gap_s: float | None = None
+    # Seconds a batch's commit waits for each record it read, over all its partitions (accepting
+    # and hashing them in its slots, cutting lanes, writing and committing the outputs), where the
+    # pipeline exported each batch's records (`batch_read_records`, since session 83): the wait is then
+    # `commit_latency_s` (an empty read's) plus this for each record, at any factor. The demo
+    # waited 0.02-0.08 s longer in its step's high phase than after it at the same factor and
+    # fill, which the line in the fill above missed: a steady batch magnifies that by
+    # 1 / (1 - busy), and the replay's high-phase batches ran 7-10% short. None: that line.
+    commit_per_record_s: float | None = None
     # A fresh pipeline's batches wait longer for their commit at first, its JVM and Python workers
     # warming up (the demo's light batches: 0.19-0.30 s in their first 10 s, 0.14-0.17 s after a
     # minute): this much more at the run's second 0, fading by e every `commit_warmup_tau_s`. The
@@ -229,6 +237,7 @@ class JobModel:
             "batch_overhead_per_task_s": (self.batch_overhead_per_task_s >= 0, "0 or more"),
             "commit_latency_s": (self.commit_latency_s is None or self.commit_latency_s >= 0, "0 or more"),
             "read_boundary_s": (self.read_boundary_s >= 0, "0 or more"),
+            "commit_per_record_s": (self.commit_per_record_s is None or self.commit_per_record_s >= 0, "0 or more"),
             "batch_gap_s": (self.batch_gap_s is None or 0 <= self.batch_gap_s <= self.batch_overhead_s,
                             f"from 0 to batch_overhead_s ({self.batch_overhead_s:g}), a part of the fixed cost"),
             "overhead_shown_at_start_s": (self.overhead_shown_at_start_s is None
@@ -492,12 +501,16 @@ class JobModel:
         """A batch's trigger to its commit, beyond its work: when its records stop lagging."""
         return self.overhead(factor) if self.commit_latency_s is None else self.commit_latency_s
 
-    def commit_wait(self, factor: int, fill: float) -> float:
+    def commit_wait(self, factor: int, fill: float, records: float | None = None) -> float:
         """A batch's trigger to its commit beyond its work, for a read `fill` full (0 to 1: the
-        fullest partition's read over its `run_ahead` span): the commit latency for an empty read
-        and the fixed cost less the gap after the commit for a full one, in step between; without
-        a measured gap, the latency whatever the read. `engine._batches` commits its batches so."""
+        fullest partition's read over its `run_ahead` span) of `records` in all: with a wait per
+        record fitted (`commit_per_record_s`), the commit latency plus that for each record;
+        else the commit latency for an empty read and the fixed cost less the gap after the
+        commit for a full one, in step between; without a measured gap, the latency whatever
+        the read. `engine._batches` commits its batches so."""
         latency = self.latency(factor)
+        if self.commit_per_record_s is not None and records is not None:
+            return latency + self.commit_per_record_s * records
         if self.batch_gap_s is None:
             return latency
         return latency + (self.overhead(factor) - self.batch_gap_s - latency) * min(1.0, max(0.0, fill))

@@ -560,18 +560,21 @@ def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeli
     not the point; what the pipeline exports is what its admission holds, and a larger factor's
     duty is never above a smaller one's. Each warm batch also exports how full its read was
     (`batch_fill`: a light batch's few records against its span, a saturated one's whole span)
-    with its own commit latency, the pair a fit checks the simulator's line with. The light
+    with its own commit latency, the pair a fit checks the simulator's line with, and the records
+    it read, which the fit's wait grows with (`batch_read_records`, session 83). The light
     batches are those that ended before the backlog was produced: a batch after it may read a
     whole span and finish it in time (full, not saturated: four test workers on two cores had
     one, session 78)."""
     store, agent, sink = pipeline(partitions=2, factor=1, process=slow_echo, batch_seconds=1.0)
     seen: list[bool] = []
     pairs: list[tuple[bool, bool, float | None, float | None]] = []
+    counted: list[tuple[int | None, int]] = []  # each batch's exported records, and its partitions' reads
     backlog = threading.Event()
 
     def on_batch(a, progress):
         seen.append(any(p.pending for p in progress))
         pairs.append((seen[-1], backlog.is_set(), a.metrics.batch_fill, a.metrics.batch_latency_s))
+        counted.append((a.metrics.batch_read_records, sum({p.partition: p.read for p in progress}.values())))
 
     agent.on_batch = on_batch
 
@@ -597,6 +600,12 @@ def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeli
     assert light and max(light) < 0.5 and full and min(full) == 1.0, pairs
     assert all(latency is not None and latency >= 0 for *_, latency in pairs[2:]), pairs
     assert {"autosizer_pipeline_batch_fill", "autosizer_pipeline_batch_latency_seconds"} <= names
+    assert counted[0][0] is None and all(exported == read for exported, read in counted[2:]), counted
+    light_read = [read for (saturated, after, *_), (_, read) in zip(pairs[2:], counted[2:], strict=True)
+                  if not saturated and not after]
+    full_read = [read for (saturated, *_), (_, read) in zip(pairs[2:], counted[2:], strict=True) if saturated]
+    assert max(light_read) <= 10 < min(full_read), (light_read, full_read)
+    assert "autosizer_pipeline_batch_read_records" in names
 
 
 def test_a_deadline_shorter_than_the_trigger_still_measures_the_fixed_cost(pipeline, broker):

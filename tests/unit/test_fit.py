@@ -137,6 +137,32 @@ def test_a_fresh_pipelines_warm_up_is_fitted_from_its_light_batches_over_the_run
     assert flat.commit_warmup_s == 0.0 and flat.commit_latency_s == pytest.approx(0.17)
 
 
+
+def test_the_commit_wait_is_fitted_to_each_batchs_records_where_the_pipeline_exported_them():
+    """The demo's wait grew with what a batch read: 0.02-0.08 s longer in its step's high phase
+    (1,400 records a batch) than after it (100), at the same factor and fill (session 83). A
+    fresh pipeline's batches wait 0.15 s + 30 us a record + 0.1 s e^(-t / 20 s): the fit finds
+    all three, and the model's wait follows the records at any fill. Batches of one size tell
+    no slope (the line in the fill stands), nor do a run's before the gauge (NaN records)."""
+    series = run_series()
+    t = np.arange(0.0, 180.0, 1.0)
+    records = np.where((t >= 40) & (t < 120), 1400.0, 100.0)
+    latency = 0.15 + 30e-6 * records + 0.1 * np.exp(-t / 20)
+    series["batch_fill"] = [({}, [(START + x, 0.1 + i * 1e-4) for i, x in enumerate(t)])]
+    series["batch_latency"] = [({}, [(START + x, v) for x, v in zip(t, latency, strict=True)])]
+    series["batch_read_records"] = [({}, [(START + x, v) for x, v in zip(t, records, strict=True)])]
+    assert batch_commits(series, START, records=True)[:, 3].tolist() == records.tolist()
+    job = fit_job(series)
+    assert (job.commit_latency_s, job.commit_per_record_s) == pytest.approx((0.15, 30e-6), rel=1e-6)
+    assert (job.commit_warmup_s, job.commit_warmup_tau_s) == pytest.approx((0.1, 20.0), rel=1e-6)
+    assert job.commit_wait(4, 0.2, 1400) == pytest.approx(0.15 + 0.042)
+    assert job.commit_wait(4, 0.2, 100) == pytest.approx(0.15 + 0.003)
+    series["batch_read_records"] = [({}, [(START + x, 500.0) for x in t])]
+    assert fit_job(series).commit_per_record_s is None  # one size: no slope to tell
+    del series["batch_read_records"]
+    assert np.isnan(batch_commits(series, START, records=True)[:, 3]).all()
+    assert fit_job(series).commit_per_record_s is None
+
 def test_a_run_that_never_fell_a_batch_behind_takes_its_commit_latency_and_gap_for_the_fixed_cost():
     """The pipeline measures a batch's fixed cost only from batches that ran back to back; a run
     that kept up throughout shows none. Its commit latency, measured on every batch, is most of

@@ -1042,6 +1042,28 @@ def test_old_metrics_show_each_seconds_mean_backlog_as_a_probe_at_a_random_momen
     assert np.mean(seen[3:]) == pytest.approx(80.0, rel=0.02)
 
 
+
+def test_a_batchs_commit_waits_for_each_record_it_read_where_the_fit_measured_that():
+    """Where the fit found the wait per record read (`commit_per_record_s`, session 83), a
+    batch commits its latency plus that for each record after its work, at any fill and factor:
+    at 60/s into a 100/s task, 60 records a batch at 2 ms each, so 0.6 s of work and
+    0.2 + 0.12 s of wait, 0.92 s, where the line in the fill read 0.86 s; at 30/s, 0.3 + 0.26 s.
+    The next batch starts on its trigger (0.05 s after the commit is before it). Without the
+    figure, the line in the fill stands."""
+    common = dict(partitions=1, process_seconds=0.01, process_cv=0.0, skew=KeySkew(keys=1000), batch_seconds=3.0,
+                  batch_overhead_s=0.7, commit_latency_s=0.2, batch_gap_s=0.05, trigger_s=1.0, run_ahead=1.5)
+    per_record = JobModel(**common, commit_per_record_s=0.002)
+    for rate, duration in ((60, 0.92), (30, 0.56)):
+        run = simulate(workloads.constant(rate, seconds=120, noise=0), per_record, Fixed(1), tick_s=15)
+        assert run.batch_duration[20:] == pytest.approx(duration, abs=0.005), rate
+        assert run.batch_duration[20:] == pytest.approx(rate / 100 + per_record.commit_wait(1, rate / 450, rate),
+                                                        abs=0.005)
+    line = simulate(workloads.constant(60, seconds=120, noise=0), JobModel(**common), Fixed(1), tick_s=15)
+    assert line.batch_duration[20:] == pytest.approx(0.6 + 0.2 + 0.45 * 60 / 450, abs=0.005)
+    assert JobModel(**common).commit_wait(1, 60 / 450, 60) == pytest.approx(0.2 + 0.45 * 60 / 450)
+    with pytest.raises(ValueError, match="commit_per_record_s"):
+        JobModel(commit_per_record_s=-1e-3)
+
 def test_a_commit_waits_error_comes_back_magnified_in_a_steady_batch_and_the_split_says_how_much():
     """A job that keeps up at 78% busy with batches past its 1 s trigger runs cycles of
     (wait + gap) / (1 - 0.78): each cycle works the input of the one before. Its commit waiting
