@@ -132,8 +132,8 @@ class JobModel:
     # pipeline exported each batch's records (`batch_read_records`, since session 83): the wait is then
     # `commit_latency_s` (an empty read's) plus this for each record, at any factor. The demo
     # waited 0.02-0.08 s longer in its step's high phase than after it at the same factor and
-    # fill, which the line in the fill above missed: a steady batch magnifies that by
-    # 1 / (1 - busy), and the replay's high-phase batches ran 7-10% short. None: that line.
+    # fill, and up to 0.04 s longer in 10 s bursts than between them (run b1: 26 us a record),
+    # which the line in the fill above missed (b1's burst batches read 0.90 of it). None: that line.
     commit_per_record_s: float | None = None
     # A fresh pipeline's batches wait longer for their commit at first, its JVM and Python workers
     # warming up (the demo's light batches: 0.19-0.30 s in their first 10 s, 0.14-0.17 s after a
