@@ -181,7 +181,9 @@ def fit_job(series: Mapping[str, Series], base: JobModel | None = None) -> JobMo
         settings["commit_latency_s"] = latency
         # no cost measured (`_overhead`): a batch pays its commit latency, and the gap after it
         settings.setdefault("batch_overhead_s", latency + settings.get("batch_gap_s", 0.0))
-    if per_record is not None:  # the wait from the records each batch read, warm-up and all
+    # the wait from the records each batch read, warm-up and all; the stand-in cost above keeps
+    # the light batches' mean, the wait the daemon read where no batch measured the cost
+    if per_record is not None:
         (settings["commit_latency_s"], settings["commit_per_record_s"], settings["commit_warmup_s"],
          settings["commit_warmup_tau_s"]) = per_record
     if "batch_gap_s" in settings:  # a part of the fixed cost: the gap's batches are not the cost's
