@@ -388,7 +388,6 @@ def read_fill(progress: Iterable[TaskProgress], spans: Mapping[TopicPartition, i
     return max(fills) if fills else None
 
 
-
 def records_read(progress: Iterable[TaskProgress]) -> int:
     """Every record a batch read, over its partitions: each partition's read once, however many
     of its virtual tasks reported it. A batch's commit waits longer the more it read (accepting,
