@@ -96,7 +96,7 @@ from autosizer.simulator.fit import (  # noqa: E402
     fitted_run,
     legacy_lag_probe_age,
 )
-from autosizer.simulator.fit_checks import checks, steady_wait_ratio  # noqa: E402
+from autosizer.simulator.fit_checks import checks, slowest_thread_ratio, steady_wait_ratio  # noqa: E402
 from autosizer.simulator.job import JobModel  # noqa: E402
 from autosizer.simulator.scores import reversals  # noqa: E402
 from autosizer.simulator.traces import real_trace_names  # noqa: E402
@@ -370,6 +370,10 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
               f"a steady batch is (wait + gap) / (1 - busy), so the wait alone makes the replay's batches "
               f"{wait:.2f} of the real ones; the rest, {sim[late].mean() / real[late].mean() / wait:.2f}, is "
               f"the busy share (the model's capacity and input there)")
+    slowest = slowest_thread_ratio(job, real_factor, series, start, late)
+    if slowest is not None:
+        print(f"  a batch's busiest thread worked {slowest[0]:.3f} of what its busiest share predicts there "
+              f"(median of {slowest[1]} scrapes; the model's mean thread: 1)")
 
 
 def main() -> None:

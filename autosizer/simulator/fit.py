@@ -59,6 +59,10 @@ FIT_QUERIES: dict[str, str] = {
     # commit latency, and shown beside it (`fit_checks.setup_line`)
     "slot_setup": ("max(autosizer_pipeline_slot_seconds{$selector}"
                    " - autosizer_pipeline_slot_busiest_seconds{$selector})"),
+    # the last batch's busiest thread's time on records and the records its tasks processed:
+    # how much longer its slowest thread worked than its busiest share predicts (`fit_checks`)
+    "slot_busiest": "max(autosizer_pipeline_slot_busiest_seconds{$selector})",
+    "batch_processed": "max(autosizer_pipeline_batch_records{$selector})",
     # the records committed so far: the capacity the job showed while behind (`fit_checks`)
     "records_total": "sum(autosizer_pipeline_records_in_total{$selector})",
     "restart": "max(autosizer_pipeline_restart_seconds{$selector})",

@@ -156,6 +156,28 @@ def steady_wait_ratio(job: JobModel, factor: np.ndarray, commits: np.ndarray,
     return measured, modelled, (modelled + gap) / (measured + gap)
 
 
+def slowest_thread_ratio(job: JobModel, factor: np.ndarray, series: Mapping[str, Series], start: float,
+                         seconds: np.ndarray) -> tuple[float, int] | None:
+    """(median, scrapes) over `seconds` (a mask over the run's seconds) of each scraped batch's
+    busiest thread's time on records (`slot_busiest`) over what its busiest share predicts:
+    the batch's processed records x the busiest thread's share of the topic (partition weight x
+    hot share at the factor) x the fitted time a record. Above 1 by how much a batch waits for
+    its slowest thread beyond its share: service noise across many equally loaded threads (16
+    keys at factor 4: one a thread), which the model's two queues a partition leave out. None
+    for a run that did not save both series (before session 83) or had no batch there."""
+    busiest = _points(series.get("slot_busiest", ()))
+    processed = dict(_points(series.get("batch_processed", ())))
+    ratios = []
+    for t, worked in busiest:
+        second = int(t - start)
+        records = processed.get(t, 0.0)
+        if not (0 <= second < seconds.size and seconds[second] and records > 0 and worked > 0):
+            continue
+        share = float((job.weights * job.hot_shares[int(factor[second])]).max())
+        ratios.append(worked / (records * share * job.process_seconds))
+    return (float(np.median(ratios)), len(ratios)) if ratios else None
+
+
 def _records(commits: np.ndarray, i: int) -> float | None:
     """Batch i's records read, None where the run did not export them."""
     if commits.shape[1] < 4 or not math.isfinite(commits[i, 3]):

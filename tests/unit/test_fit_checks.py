@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from autosizer.simulator.fit import Fitted
-from autosizer.simulator.fit_checks import capacity_check, commit_check, setup_line
+from autosizer.simulator.fit_checks import (
+    capacity_check,
+    commit_check,
+    setup_line,
+    slowest_thread_ratio,
+)
 from autosizer.simulator.job import JobModel
 from autosizer.simulator.workloads import constant
 
@@ -57,3 +62,17 @@ def test_a_slots_setup_is_shown_beside_the_commit_latency_that_holds_it():
     line = setup_line({"slot_setup": [({}, points)]})
     assert line is not None and "median 0.0080 s" in line and "(5 scrapes)" in line
     assert setup_line({}) is None
+
+
+def test_a_batchs_busiest_thread_is_read_against_what_its_busiest_share_predicts():
+    """Two partitions of equal weight, each thread a quarter of its partition at factor 4: the
+    busiest thread holds 1/8 of a batch's records, so 800 records at 10 ms predict 1.0 s. Scrapes
+    whose busiest thread worked 1.03 s read 1.03, counted only in the seconds asked and where
+    the batch processed records; a run without the series shows none."""
+    factor = np.full(20, 4, dtype=np.int32)
+    busiest = [(float(t), 1.03 if t < 10 else 2.0) for t in range(20)]
+    processed = [(float(t), 800.0 if t != 3 else 0.0) for t in range(20)]
+    series = {"slot_busiest": [({}, busiest)], "batch_processed": [({}, processed)]}
+    ratio, scrapes = slowest_thread_ratio(JOB, factor, series, 0.0, np.arange(20) < 10)
+    assert (ratio, scrapes) == (pytest.approx(1.03), 9)
+    assert slowest_thread_ratio(JOB, factor, {}, 0.0, np.ones(20, dtype=bool)) is None
