@@ -353,7 +353,9 @@ def _print_batch_durations(series: dict, start: float, real_factor: np.ndarray, 
     before it is not in it), the replay's from the trigger. Its longest batch shows a stall the
     model has no term for (run 143: one 2.0 s batch among 0.8-1.2 s ones, 18 s to drain at 81%).
     Then how much of the ratio the model's commit wait there makes (`steady_wait_ratio`: an
-    error in it comes back magnified by 1 / (1 - busy)), and the rest, the busy share's."""
+    error in it comes back magnified by 1 / (1 - busy)), and the rest, the busy share's; and a
+    batch's busiest thread against its share's prediction (`slowest_thread_ratio`), a part of
+    that rest."""
     seconds, _, late = _same_factor(real_factor, run, phase)
     real = _resample(_points(series["batch_duration"]), start, seconds, step=True)
     sim = run.batch_duration[: seconds.size].astype(np.float64)

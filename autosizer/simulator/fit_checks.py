@@ -163,8 +163,9 @@ def slowest_thread_ratio(job: JobModel, factor: np.ndarray, series: Mapping[str,
     the batch's processed records x the busiest thread's share of the topic (partition weight x
     hot share at the factor) x the fitted time a record. Above 1 by how much a batch waits for
     its slowest thread beyond its share: service noise across many equally loaded threads (16
-    keys at factor 4: one a thread), which the model's two queues a partition leave out. None
-    for a run that did not save both series (before session 83) or had no batch there."""
+    keys at factor 4: one a thread), of which the model's noise, drawn once a tick for two
+    queues a partition, holds a few tenths of a percent (run q4: 1.007, session 83). None for
+    a run that did not save both series (before session 83) or had no batch there."""
     busiest = _points(series.get("slot_busiest", ()))
     processed = dict(_points(series.get("batch_processed", ())))
     ratios = []
