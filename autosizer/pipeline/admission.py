@@ -388,15 +388,6 @@ def read_fill(progress: Iterable[TaskProgress], spans: Mapping[TopicPartition, i
     return max(fills) if fills else None
 
 
-def records_read(progress: Iterable[TaskProgress]) -> int:
-    """Every record a batch read, over its partitions: each partition's read once, however many
-    of its virtual tasks reported it. A batch's commit waits longer the more it read (accepting,
-    hashing and cutting lanes in its slots, writing and committing its outputs): the demo's
-    waited up to 0.04 s longer in 10 s bursts at factor 4 than between them, with no restart
-    (session 83, run b1), which a line in the fill alone, scaled by the factor's span, missed."""
-    return sum({(p.topic, p.partition): p.read for p in progress}.values())
-
-
 def gap_after_commit(last_trigger: float | None, last_commit: float | None, trigger: float,
                      interval_s: float) -> float | None:
     """The part of a batch's fixed cost after its commit (Spark's offset log, its progress, the

@@ -47,13 +47,7 @@ from autosizer.elasticity.store import MetadataStore, StaleGeneration, StoreErro
 from autosizer.elasticity.topology import Topology
 from autosizer.elasticity.topology import waiting_under as waiting_partitions
 from autosizer.pipeline import kinesis_source
-from autosizer.pipeline.admission import (
-    Admission,
-    AdmissionConfig,
-    gap_after_commit,
-    read_fill,
-    records_read,
-)
+from autosizer.pipeline.admission import Admission, AdmissionConfig, gap_after_commit, read_fill
 from autosizer.pipeline.bucketing import key_hash_column
 from autosizer.pipeline.control import ControlChannel
 from autosizer.pipeline.kafka_source import EPOCH, offset_key, read_slot, register, write_plan
@@ -915,7 +909,9 @@ class PipelineAgent:
             self.admission.observe_latency(latency, warm=self._cycles_warm)
             fill = read_fill(progress, self._spans)
             if self._cycles_warm and fill is not None:
-                self.metrics.observe_commit(fill, latency, records_read(progress))
+                # with the records its slots read: the wait grows with them (accepting and hashing
+                # them, cutting lanes, writing the outputs), not with the fill alone (session 83)
+                self.metrics.observe_commit(fill, latency, sum(s.read_records for s in slots.values()))
             if self.kinesis and self._cycles_warm:  # a query's first reads wait for its Python workers
                 cut = min(row["read_end_ns"] for row in rows) / 1e9
                 self.admission.observe_read_boundary(planning + cut - began_at)

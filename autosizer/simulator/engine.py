@@ -501,12 +501,10 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             start = (np.floor(start / trigger_s) + 1) * trigger_s  # nothing new: the next trigger
             continue
         warm = warm_s * np.exp(-max(0.0, t0 + start - warm_from) / warm_tau) if warm_s > 0 else 0.0
-        if per_record_s >= 0:  # the wait grows with the records read, at any factor
-            commit = start + work + latency_s + warm + per_record_s * admitted
+        if per_record_s >= 0 or gap_s < 0:  # the wait grows with the records read, if at all
+            commit = start + work + latency_s + warm + max(0.0, per_record_s) * admitted
+            # without a gap measured every batch pays the whole fixed cost
             finished = commit + gap_s if gap_s >= 0 else max(commit, start + work + overhead_s + warm)
-        elif gap_s < 0:  # every batch pays the whole fixed cost
-            commit = start + work + latency_s + warm
-            finished = max(commit, start + work + overhead_s + warm)
         else:
             commit = start + work + latency_s + warm + (overhead_s - gap_s - latency_s) * fill
             finished = commit + gap_s

@@ -667,14 +667,21 @@ def _latency_warmup(commits: np.ndarray) -> tuple[float, float, float] | None:
     light = commits[(commits[:, 1] < LIGHT_FILL) & (commits[:, 0] >= 0)] if commits.size else commits
     if len(light) < MIN_LIGHT_BATCHES:
         return None
-    t, y = light[:, 0], light[:, 2]
-    best: tuple[float, float, float, float] | None = None
+    found = _fading(light[:, 0], light[:, 2], ())
+    return None if found is None else (float(found[0][0]), float(found[0][-1]), found[1])
+
+
+def _fading(t: np.ndarray, y: np.ndarray, columns: Sequence[np.ndarray]) -> tuple[np.ndarray, float] | None:
+    """(coefficients, e-folding seconds) of the least-squares line through y at times t of a
+    constant, `columns` and a warm-up W exp(-t / tau), at each of WARMUP_TAUS, the best kept of
+    those where every coefficient is 0 or more and W above 0 (it fades); None where none is."""
+    best: tuple[float, np.ndarray, float] | None = None
     for tau in WARMUP_TAUS:
-        design = np.stack([np.ones_like(t), np.exp(-t / tau)], axis=1)
-        (steady, extra), *_ = np.linalg.lstsq(design, y, rcond=None)
-        error = float(np.sum((design @ (steady, extra) - y) ** 2))
-        if extra > 0 and steady >= 0 and (best is None or error < best[0]):
-            best = (error, float(steady), float(extra), tau)
+        design = np.column_stack([np.ones_like(t), *columns, np.exp(-t / tau)])
+        coefficients, *_ = np.linalg.lstsq(design, y, rcond=None)
+        error = float(np.sum((design @ coefficients - y) ** 2))
+        if (coefficients >= 0).all() and coefficients[-1] > 0 and (best is None or error < best[0]):
+            best = (error, coefficients, tau)
     return None if best is None else best[1:]
 
 
@@ -700,15 +707,12 @@ def _per_record_wait(commits: np.ndarray) -> tuple[float, float, float, float] |
     low, high = np.percentile(records, [10, 90])
     if high < RECORDS_SPREAD * max(low, 1.0):
         return None
-    best: tuple[float, float, float, float, float] | None = None
-    for tau in (math.inf, *WARMUP_TAUS):  # inf: no warm-up term
-        fades = np.zeros_like(t) if math.isinf(tau) else np.exp(-t / tau)
-        design = np.stack([np.ones_like(t), records, fades], axis=1)
-        (base, slope, extra), *_ = np.linalg.lstsq(design, y, rcond=None)
-        error = float(np.sum((design @ (base, slope, extra) - y) ** 2))
-        if base >= 0 and slope > 0 and extra >= 0 and (best is None or error < best[0]):
-            best = (error, float(base), float(slope), float(extra), tau if math.isfinite(tau) else WARMUP_TAUS[0])
-    return None if best is None else best[1:]
+    found = _fading(t, y, (records,))
+    if found is not None and found[0][1] > 0:
+        (base, slope, extra), tau = found
+        return float(base), float(slope), float(extra), tau
+    (base, slope), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(t), records]), y, rcond=None)
+    return (float(base), float(slope), 0.0, WARMUP_TAUS[0]) if base >= 0 and slope > 0 else None
 
 
 def _points(series: Series | Sequence[Any]) -> list[tuple[float, float]]:

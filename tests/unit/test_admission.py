@@ -15,7 +15,6 @@ from autosizer.pipeline.admission import (
     gap_after_commit,
     job_capacity,
     read_fill,
-    records_read,
 )
 from autosizer.pipeline.slots import TaskProgress
 
@@ -321,17 +320,6 @@ def test_a_batchs_fill_is_its_fullest_partitions_read_over_the_span_planned_for_
     assert read_fill([read(2, 100)], spans) is None
     assert read_fill([], spans) is None
 
-
-
-def test_a_batchs_records_read_count_each_partition_once_however_many_tasks_read_it():
-    """Every virtual task of a partition reports the partition's read (each takes its keys from
-    the same records): a batch at factor 4 that read 150 records from partition 0 and 60 from
-    partition 1 read 210, not four times that. What its commit wait is fitted to (session 83)."""
-    batch = [TaskProgress(f"t{p}-{lane}", "orders", p, 0, records=n // 4, read=n)
-             for p, n in ((0, 150), (1, 60)) for lane in range(4)]
-    assert records_read(batch) == 210
-    assert records_read([TaskProgress("t", "clicks", 0, 0, read=5), *batch]) == 215  # another topic's partition 0
-    assert records_read([]) == 0
 
 def test_the_gap_after_a_commit_is_read_only_where_the_last_batch_ran_past_its_trigger():
     """Spark fires the next batch on the first tick of its interval after the last trigger, or at
