@@ -106,10 +106,8 @@ def commit_check(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> list
     no records). No lines for a run without the pairs (a pipeline before session 63)."""
     if not commits.size:
         return []
-    seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
     fill = commits[:, 1]
-    model = np.array([job.commit_wait(int(factor[s]), f, _records(commits, i)) + job.warmup(commits[i, 0])
-                      for i, (s, f) in enumerate(zip(seconds, fill, strict=True))])
+    model = _modelled_waits(job, factor, commits)
     slope, base = np.polyfit(fill, commits[:, 2], 1) if np.ptp(fill) > 0 else (0.0, commits[0, 2])
     lines = [f"commit latency per batch by its read's fill ({len(commits)} warm batches; measured line "
              f"{base:.2f} s empty, {base + slope:.2f} s full)",
@@ -150,8 +148,7 @@ def steady_wait_ratio(job: JobModel, factor: np.ndarray, commits: np.ndarray,
     if not inside.any():
         return None
     measured = float(commits[inside, 2].mean())
-    modelled = float(np.mean([job.commit_wait(int(factor[at[i]]), commits[i, 1], _records(commits, i))
-                              + job.warmup(commits[i, 0]) for i in np.flatnonzero(inside)]))
+    modelled = float(_modelled_waits(job, factor, commits[inside]).mean())
     gap = job.batch_gap_s or 0.0
     return measured, modelled, (modelled + gap) / (measured + gap)
 
@@ -177,6 +174,14 @@ def slowest_thread_ratio(job: JobModel, factor: np.ndarray, series: Mapping[str,
         share = float((job.weights * job.hot_shares[int(factor[second])]).max())
         ratios.append(worked / (records * share * job.process_seconds))
     return (float(np.median(ratios)), len(ratios)) if ratios else None
+
+
+def _modelled_waits(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> np.ndarray:
+    """The model's wait for each real batch in `commits` (`JobModel.commit_wait` at the factor
+    of its second, its fill and records, and the warm-up then), as `engine._batches` commits it."""
+    seconds = np.clip(commits[:, 0].astype(int), 0, factor.size - 1)
+    return np.array([job.commit_wait(int(factor[s]), commits[i, 1], _records(commits, i)) + job.warmup(commits[i, 0])
+                     for i, s in enumerate(seconds)])
 
 
 def _records(commits: np.ndarray, i: int) -> float | None:
