@@ -162,18 +162,31 @@ def slowest_thread_ratio(job: JobModel, factor: np.ndarray, series: Mapping[str,
     its slowest thread beyond its share: service noise across many equally loaded threads (16
     keys at factor 4: one a thread), of which the model's noise, drawn once a tick for two
     queues a partition, holds a few tenths of a percent (run q4: 1.007, session 83). None for
-    a run that did not save both series (before session 83) or had no batch there."""
+    a run that did not save both series (before session 83) or had no batch there. A run whose
+    partitions changed reads each batch against the layout it ran in (`_layouts`): after the
+    Kinesis demo's merge one shard carries 73% of the input, where the first layout's busiest
+    carried 51% (run v1 read 1.47 against the first layout, 1.05 against its own)."""
     busiest = _points(series.get("slot_busiest", ()))
     processed = dict(_points(series.get("batch_processed", ())))
+    layouts = _layouts(job)
     ratios = []
     for t, worked in busiest:
         second = int(t - start)
         records = processed.get(t, 0.0)
         if not (0 <= second < seconds.size and seconds[second] and records > 0 and worked > 0):
             continue
-        share = float((job.weights * job.hot_shares[int(factor[second])]).max())
+        layout = [model for at, model in layouts if at <= t - start][-1]
+        share = float((layout.weights * layout.hot_shares[int(factor[second])]).max())
         ratios.append(worked / (records * share * job.process_seconds))
     return (float(np.median(ratios)), len(ratios)) if ratios else None
+
+
+def _layouts(job: JobModel) -> list[tuple[float, JobModel]]:
+    """(from second, the job on the partitions it read from then) for each of the run's layouts
+    (`JobModel.layouts`); the job alone where its partitions never changed."""
+    if not job.layout_changes_s:
+        return [(0.0, job)]
+    return [(at, job.in_layout(weights)[0]) for at, weights in job.layouts()]
 
 
 def _modelled_waits(job: JobModel, factor: np.ndarray, commits: np.ndarray) -> np.ndarray:

@@ -76,3 +76,18 @@ def test_a_batchs_busiest_thread_is_read_against_what_its_busiest_share_predicts
     ratio, scrapes = slowest_thread_ratio(JOB, factor, series, 0.0, np.arange(20) < 10)
     assert (ratio, scrapes) == (pytest.approx(1.03), 9)
     assert slowest_thread_ratio(JOB, factor, {}, 0.0, np.ones(20, dtype=bool)) is None
+
+
+def test_a_batchs_busiest_thread_is_read_against_the_layout_it_ran_in():
+    """A merge at 10 s leaves two partitions of three, one with 3/4 of the input (the Kinesis
+    demo's: run v1 read 1.47 against its first layout's busiest share). Busiest threads that
+    work exactly their share read 1 on both sides of it."""
+    merged = JobModel(partitions=3, process_seconds=0.01, batch_seconds=3.0, partition_weights=(0.5, 0.5, 0.0),
+                      layout_changes_s=(10.0,), layout_weights=((0.25, 0.0, 0.75),),
+                      hot_share_table_measured=JOB.hot_share_table_measured + JOB.hot_share_table_measured[:1])
+    factor = np.full(20, 4, dtype=np.int32)
+    busiest = [(float(t), 800 * (0.5 if t < 10 else 0.75) / 4 * 0.01) for t in range(20)]
+    series = {"slot_busiest": [({}, busiest)], "batch_processed": [({}, [(float(t), 800.0) for t in range(20)])]}
+    before, after = np.arange(20) < 10, np.arange(20) >= 10
+    assert slowest_thread_ratio(merged, factor, series, 0.0, before) == (pytest.approx(1.0), 10)
+    assert slowest_thread_ratio(merged, factor, series, 0.0, after) == (pytest.approx(1.0), 10)
