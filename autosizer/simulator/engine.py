@@ -43,6 +43,12 @@ BLOCK_TICKS = 80  # the longest block; after a rescale blocks start at 5 ticks a
 # the pipeline's lag probe, which reads a partition's watermark about once a second (its
 # `lag_probe_seconds`): a partition that joined the layout has one reading until the next
 JOINED_READ_S = 1.0
+# How long after a re-shard's parents are done (every task past their last record, committed)
+# the pipeline reads their children: its probe, every 0.5-1.5 lag_probe_seconds at random,
+# finds them done (0.54 s on the mean from any moment), and its loop applies the re-shard
+# between batches within its 0.1 s poll (`Pipeline._watch_shards`, `_apply_reshard`); the
+# next batch then plans the children.
+RESHARD_FOUND_S = 0.6
 PROBE_CHUNK = 4_000_000  # probe readings drawn at once by `Run.probe_peak`
 
 
@@ -371,6 +377,25 @@ def _barrier_passed(x, arrivals, limits, passed):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
+def _found(limits, arrivals, x, now):  # pragma: no cover
+    """Bring forward the `lift` of a re-shard's children whose parents are done at `now` (every
+    queue through the parents' backlog, position `mark`, at a commit): the pipeline reads them
+    RESHARD_FOUND_S later, where the run's first reading of them (the lift until then) came up
+    to a probe after that (runs v1 and v2: 1.0-1.5 s)."""
+    if limits is None:
+        return
+    for p in range(arrivals.shape[0]):
+        if limits.lift[p] == np.inf or limits.lift[p] <= now:
+            continue
+        through = True
+        for q in range(2):
+            if arrivals[p, q] > 0 and x[p, q] < limits.mark[p] - 1e-9:
+                through = False
+        if through:
+            limits.lift[p] = min(limits.lift[p], now + RESHARD_FOUND_S)
+
+
+@njit(cache=True, nogil=True)
 def _reach(limits, p, c, now, passed, floor):  # pragma: no cover
     """How far partition p's queues may read at input position c, at second `now` (absolute):
     c, but not past a closed parent's last record before the children are read (`stop`, `lift`),
@@ -416,6 +441,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
                         _, done, _ = _work(arrivals[p, q], x[p, q], until, capacity[k, p, q], 1.0, limits, p)
                         processed[k, p, q] += done
                         x[p, q] = _advance(arrivals[p, q], x[p, q], done, limits, p)
+            _found(limits, arrivals, x, t0 + s + 1)
         _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained, idle,
                 limits)
     return lag_records, lag_seconds, x_end, ages, processed, x_drained
@@ -541,6 +567,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 if done[p, q] > 0:
                     x[p, q] = _advance(arrivals[p, q], x[p, q], done[p, q], limits, p)
                     processed[kc, p, q] += done[p, q]
+        _found(limits, arrivals, x, t0 + commit)
         start = max(finished, (np.floor(start / trigger_s) + 1) * trigger_s)
     while s < seconds:
         arrived = _second(s, t0, tick, cum, rate, arrivals, x, lag_records, lag_seconds, x_end, ages, x_drained,
@@ -648,8 +675,10 @@ class _Model:
         slowest position, as after a rescale: the backlog and its oldest record's age carry over
         whole. Where the partitions it retires were `closed` (a re-shard's parents took their last
         record then), the new ones continue the slowest of those instead, at the retired
-        partitions' pace up to the input at `closed` (`_Model.pace`), and their own records from
-        `read_at` on (the layout's change falls in the tick before it): a parent with a backlog
+        partitions' pace up to the input at `closed` (`_Model.pace`), and their own records
+        RESHARD_FOUND_S after the parents are through that backlog (`_found`: the pipeline's
+        probe finds them done), or from `read_at` on (the run's first reading of them) if that
+        comes first (the layout's change falls in the tick before it): a parent with a backlog
         and no more input has no queue of its own here (each queue is a share of the topic's
         input), and its children are not read before it is done. Where it retires none (a Kafka
         expansion, adopted at second `at`), a new one is not read before its parent (the kept
@@ -676,7 +705,10 @@ class _Model:
             parents = active[retired]
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
-            held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
+            # parents done already (their drain committed their last record): the pipeline's
+            # probe finds them RESHARD_FOUND_S on, else a commit does (`_found`)
+            lift = min(read_at, at + RESHARD_FOUND_S) if start >= mark - 1e-9 else read_at
+            held.update({p: (mark, len(retired) / len(new), mark, lift) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)

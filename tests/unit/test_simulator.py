@@ -1485,6 +1485,23 @@ def test_in_batches_a_splits_children_keep_their_parents_pace_until_its_last_rec
     assert run.lag_records[-1] - run.lag_records[-201] < 0.5 * (run.lag_records[599] - run.lag_records[399])
 
 
+def test_in_batches_a_splits_children_are_read_once_the_pipeline_finds_their_parent_done():
+    """40/s where a task does 100/s, in batches: the job keeps up (1.5 s behind) when the parent
+    closes at 300 s. The run's first reading of the children came at 310 s (its probe reads once
+    a second, after the pipeline has read them), but the pipeline reads them once its probe finds
+    the parent done, RESHARD_FOUND_S after the commit that passed its last record (runs v1 and
+    v2: their children's first batch 1.0-1.5 s before the probe's reading). Their first record
+    is then read within a few seconds, not 10 (the replays of v1 and v2 read 1.18 and 1.34 of
+    the real lag integral, 1.00 and 1.11 now). A parent still behind holds them until it is
+    through (`test_in_batches_a_splits_children_keep_their_parents_pace_until_its_last_record`)."""
+    load = workloads.constant(40, seconds=400, noise=0)
+    run = simulate(load, dataclasses.replace(_split(300.0, read=310.0), batch_seconds=1.0), Fixed(1), tick_s=15)
+    assert run.lag_seconds[290:300].max() == pytest.approx(1.5, abs=0.1)
+    assert run.lag_seconds[300:330].max() < 3.0
+    assert run.lag_seconds[310:330].max() < 1.5  # the children at twice the parent's pace
+    assert engine.RESHARD_FOUND_S == pytest.approx(0.6)
+
+
 def test_in_batches_a_merges_child_reads_its_parents_backlog_as_both_would_have():
     """A merge's child goes through both parents' backlog at their pace in the pipeline's
     batches too: each batch reads as far ahead as the two would have (their run-ahead), so up to
