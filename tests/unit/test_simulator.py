@@ -1490,7 +1490,7 @@ def test_in_batches_a_splits_children_are_read_once_the_pipeline_finds_their_par
     closes at 300 s. The run's first reading of the children came at 310 s (its probe reads once
     a second, after the pipeline has read them), but the pipeline reads them once its probe finds
     the parent done, RESHARD_FOUND_S after the commit that passed its last record (runs v1 and
-    v2: their children's first batch 1.0-1.5 s before the probe's reading). Their first record
+    v2: their children's first batch 0.7-1.5 s before the probe's reading). Their first record
     is then read within a few seconds, not 10 (the replays of v1 and v2 read 1.18 and 1.34 of
     the real lag integral, 1.00 and 1.11 now). A parent still behind holds them until it is
     through (`test_in_batches_a_splits_children_keep_their_parents_pace_until_its_last_record`)."""
