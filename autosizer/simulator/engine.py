@@ -379,7 +379,8 @@ def _barrier_passed(x, arrivals, limits, passed):  # pragma: no cover
 @njit(cache=True, nogil=True)
 def _found(limits, arrivals, x, now):  # pragma: no cover
     """Bring forward the `lift` of a re-shard's children whose parents are done at `now` (every
-    queue through the parents' backlog, position `mark`, at a commit): the pipeline reads them
+    queue through the parents' backlog, position `mark`: at a commit, or at a block's start
+    where the layout's change or a drain left them so): the pipeline reads them
     RESHARD_FOUND_S later, where the run's first reading of them (the lift until then) came up
     to a probe after that (runs v1 and v2: their children first planned 0.7-1.5 s before it)."""
     if limits is None:
@@ -429,6 +430,7 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     idle = np.zeros((partitions, 2))
     passed = np.ones(partitions, dtype=np.bool_)
+    _found(limits, arrivals, x, t0)  # parents done before the block: at the layout's change, or a drain
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
@@ -492,6 +494,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
     passed = np.ones(partitions, dtype=np.bool_)  # whether each partition may read past the barrier
+    _found(limits, arrivals, x, t0)  # parents done before the block: at the layout's change, or a drain
     s = 0  # the next second to sample
     before, committed = 0.0, -np.inf  # the last commit (absolute), and the oldest arrival until it
     saturated = np.inf
@@ -705,10 +708,7 @@ class _Model:
             parents = active[retired]
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
-            # parents done already (their drain committed their last record): the pipeline's
-            # probe finds them RESHARD_FOUND_S on, else a commit does (`_found`)
-            lift = min(read_at, at + RESHARD_FOUND_S) if start >= mark - 1e-9 else read_at
-            held.update({p: (mark, len(retired) / len(new), mark, lift) for p in new})
+            held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
