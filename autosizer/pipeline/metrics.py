@@ -202,12 +202,19 @@ class PipelineMetrics(Collector):
     # --- updates from the agent ----------------------------------------------------------------
 
     def started(self, layout: Layout, positions: Mapping[tuple[str, str, int], int | None]) -> None:
-        """A generation started from these positions: lag is known before its first batch."""
+        """A generation started from these positions: lag is known before its first batch where
+        it reads the partitions the last probe read (a rescale). Where they changed (a re-shard,
+        an adopted expansion), the last probe's view stands until the next probe: its marks, and
+        the children it counted waiting under their parents, cover only its own partitions. Read
+        against the new ones, the backlog lost the children's records for a scrape or two at
+        every re-shard (runs v1-v4: 3-27 records where hundreds waited; v5's daemon read 1,409
+        where 5,000 waited, `scale-down wanted`)."""
         with self._lock:
             self.layout = layout
             self.started_generations += 1
             self.positions = dict(positions)
-            self.lag_positions = dict(positions)  # the new tasks' lag, with the last probe's marks
+            if not self.lag_positions or _partitions(positions) == _partitions(self.lag_positions):
+                self.lag_positions = dict(positions)  # the new tasks' lag, with the last probe's marks
 
     def observe_batch(self, progress: list[TaskProgress],
                       positions: Mapping[tuple[str, str, int], int | None], seconds: float,
@@ -464,3 +471,8 @@ def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> in
                          "--metrics-port with a free port (0 picks one)") from None
     return int(server.server_port)
 
+
+
+def _partitions(positions: Mapping[tuple[str, str, int], int | None]) -> set[Partition]:
+    """The partitions that task positions (task, topic, partition) cover."""
+    return {(topic, partition) for _, topic, partition in positions}

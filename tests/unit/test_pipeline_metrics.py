@@ -51,6 +51,28 @@ def test_a_new_layout_reads_its_own_tasks_against_the_last_marks_until_the_next_
     assert task_series == {merged}  # no series for a task the new layout retired
 
 
+def test_a_reshard_keeps_the_last_probes_backlog_until_the_next_probe_reads_its_partitions():
+    """A Kinesis split: shard 0's children 1 and 2 wait under it (500 records) while its tasks
+    are 100 behind; then the pipeline adopts them as the next generation. Until the next probe
+    the gauges read what the last one saw (600 under shard 0), not the children against marks
+    the probe never took (none: the backlog read 3-27 records at every re-shard of runs v1-v4).
+    The next probe reads the new layout."""
+    metrics = PipelineMetrics("j")
+    old = Layout(topics={"orders": 1}, factor=1)
+    new = Layout(topics={"orders": 3}, factor=1, generation=2)
+    (task,) = (t.name for t in old.virtual_tasks())
+    metrics.started(old, {(task, "orders", 0): 0})
+    _commit(metrics, {task: 900})
+    metrics.observe_lag({("orders", 0): 1500}, {("orders", 0): 4.0}, waiting={("orders", 0): 500})
+    assert metrics.partition_lag() == {("orders", 0): 1100}
+    children = {(t.name, *tp): 0 for t in new.virtual_tasks() for tp in t.partitions if tp != ("orders", 0)}
+    metrics.started(new, children)
+    assert metrics.partition_lag() == {("orders", 0): 1100}
+    metrics.observe_lag({("orders", 1): 260, ("orders", 2): 240}, {("orders", 1): 5.0, ("orders", 2): 5.0},
+                        positions=children)
+    assert metrics.partition_lag() == {("orders", 1): 260, ("orders", 2): 240}
+
+
 def test_a_tasks_record_times_are_its_sum_and_count_and_their_distribution_one_histogram_for_the_job():
     """Per task the daemon reads `_sum` and `_count` (busy time, time per record); the buckets,
     13 series a task that no query read, were 61% of the exposition (4,096 tasks: 86,330 lines,
