@@ -472,7 +472,6 @@ def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> in
     return int(server.server_port)
 
 
-
 def _partitions(positions: Mapping[tuple[str, str, int], int | None]) -> set[Partition]:
     """The partitions that task positions (task, topic, partition) cover."""
     return {(topic, partition) for _, topic, partition in positions}

@@ -53,8 +53,8 @@ def test_a_new_layout_reads_its_own_tasks_against_the_last_marks_until_the_next_
 
 def test_a_reshard_keeps_the_last_probes_backlog_until_the_next_probe_reads_its_partitions():
     """A Kinesis split: shard 0's children 1 and 2 wait under it (500 records) while its tasks
-    are 100 behind; then the pipeline adopts them as the next generation. Until the next probe
-    the gauges read what the last one saw (600 under shard 0), not the children against marks
+    are 600 behind; then the pipeline adopts them as the next generation. Until the next probe
+    the gauges read what the last one saw (1,100 under shard 0), not the children against marks
     the probe never took (none: the backlog read 3-27 records at every re-shard of runs v1-v4).
     The next probe reads the new layout."""
     metrics = PipelineMetrics("j")
