@@ -213,7 +213,7 @@ class PipelineMetrics(Collector):
             self.layout = layout
             self.started_generations += 1
             self.positions = dict(positions)
-            if not self.lag_positions or _partitions(positions) == _partitions(self.lag_positions):
+            if not self.high_watermarks or set(layout.partitions()) == set(self.high_watermarks):
                 self.lag_positions = dict(positions)  # the new tasks' lag, with the last probe's marks
 
     def observe_batch(self, progress: list[TaskProgress],
@@ -470,8 +470,3 @@ def serve(metrics: PipelineMetrics, port: int, address: str = "127.0.0.1") -> in
         raise ValueError(f"cannot serve /metrics on {address}:{port} ({exc.strerror}): pass "
                          "--metrics-port with a free port (0 picks one)") from None
     return int(server.server_port)
-
-
-def _partitions(positions: Mapping[tuple[str, str, int], int | None]) -> set[Partition]:
-    """The partitions that task positions (task, topic, partition) cover."""
-    return {(topic, partition) for _, topic, partition in positions}
