@@ -10,6 +10,7 @@ DURATION ?= 240
 
 setup: $(STAMP)
 	@bash scripts/setup-system.sh
+	@$(BIN)/python -m autosizer.simulator.warm
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
