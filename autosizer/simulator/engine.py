@@ -187,13 +187,14 @@ def _records(arrivals, x, c, limits, p):  # pragma: no cover
 
 @njit(cache=True, nogil=True)
 def _advance(arrivals, x, done, limits, p):  # pragma: no cover
-    """The position after `done` records from x (`_records`' inverse)."""
+    """The position after `done` records from x (`_records`' inverse; a stretch that holds none,
+    a re-shard's child that took no records while it waited, is passed at once)."""
     if limits is None:
         return x + done / arrivals
     times, below = limits.dense[p, 0], limits.dense[p, 1]
     if times != 1.0 and x < below:
         before = arrivals * times * (below - x)
-        if done <= before:
+        if done < before:
             return x + done / (arrivals * times)
         return below + (done - before) / arrivals
     return x + done / arrivals
@@ -513,9 +514,12 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
             if limits is not None and slowest < limits.mark[p]:
                 span *= max(1.0, limits.pace[p])
-            end = min(_reach(limits, p, c, t0 + start, passed, slowest), slowest + span / max(weights[p], 1e-12))
+            # the run-ahead counts records: where a stretch holds more (or fewer) than the
+            # partition's share, it spans fewer (more) positions (`_advance`)
+            end = min(_reach(limits, p, c, t0 + start, passed, slowest),
+                      _advance(max(weights[p], 1e-12), slowest, span, limits, p))
             if span > 0:
-                fill = max(fill, min(1.0, (end - slowest) * weights[p] / span))
+                fill = max(fill, min(1.0, _records(weights[p], slowest, end, limits, p) / span))
             for q in range(2):
                 done[p, q], took[p, q], speed[p, q] = 0.0, 0.0, 0.0
                 if arrivals[p, q] <= 0 or capacity[k, p, q] <= 0:
@@ -671,7 +675,7 @@ class _Model:
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
-                 passed: tuple[bool, ...] = ()) -> np.ndarray:
+                 passed: tuple[bool, ...] = (), waiting: tuple[float, ...] = ()) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
@@ -683,7 +687,9 @@ class _Model:
         probe finds them done), or from `read_at` on (the run's first reading of them) if that
         comes first (the layout's change falls in the tick before it): a parent with a backlog
         and no more input has no queue of its own here (each queue is a share of the topic's
-        input), and its children are not read before it is done. Where it retires none (a Kafka
+        input), and its children are not read before it is done. Below the input at `read_at` a
+        new one holds its `waiting` share of the input (`dense`, where given: what it took while it
+        waited, its parents' backlog split the same way) rather than its share after. Where it retires none (a Kafka
         expansion, adopted at second `at`), a new one is not read before its parent (the kept
         partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
         barrier: the pipeline plans a child into a batch only then,
@@ -709,6 +715,9 @@ class _Model:
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
+            if waiting:
+                below = float(_cum_at(self.cum, self.rate, read_at))
+                dense.update({p: (waiting[p] / self.weights[members.index(p)], below) for p in new})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
@@ -977,12 +986,13 @@ class _LayoutEvent:
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
     read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
     passed: tuple[bool, ...] = ()  # an expansion's new partitions whose parents passed its barrier before the restart
+    waiting: tuple[float, ...] = ()  # a re-shard's new partitions' shares of the input while they waited
 
 
 def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
     """The run's layout changes in time order, a waiting growth as its hold and its adoption."""
     events = []
-    for at, weights, wait, restarts, closed, passed in job.layout_adoptions():
+    for at, weights, wait, restarts, closed, passed, waiting in job.layout_adoptions():
         adopt = lead + math.floor(at / tick) * tick
         held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
         if held < adopt:
@@ -992,7 +1002,7 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
                                        closed=lead + closed))
         events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
                                    restarts=restarts, closed=lead + closed if closed else None,
-                                   read_at=lead + at, passed=passed))
+                                   read_at=lead + at, passed=passed, waiting=waiting))
     return events
 
 
@@ -1075,8 +1085,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 model.close(event.weights, event.closed)
             else:
                 x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
-                                   passed=event.passed,
-                                   read_at=event.read_at)
+                                   passed=event.passed, read_at=event.read_at, waiting=event.waiting)
         end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))

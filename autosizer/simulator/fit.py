@@ -474,15 +474,17 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
     changes = {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
                "layout_weights": tuple(w for _, w in layouts[1:])}
     timings = _timings(series, read, start, layouts, partitions, loads)
-    if any(wait or restarts for wait, restarts, _ in timings):
-        changes["layout_waits_s"] = tuple(wait for wait, _, _ in timings)
-        changes["layout_restarts"] = tuple(restarts for _, restarts, _ in timings)
-    if any(closed for _, _, closed in timings):
-        changes["layout_closed_s"] = tuple(closed for _, _, closed in timings)
+    if any(wait or restarts for wait, restarts, _, _ in timings):
+        changes["layout_waits_s"] = tuple(wait for wait, _, _, _ in timings)
+        changes["layout_restarts"] = tuple(restarts for _, restarts, _, _ in timings)
+    if any(closed for _, _, closed, _ in timings):
+        changes["layout_closed_s"] = tuple(closed for _, _, closed, _ in timings)
+    if any(any(waiting) for _, _, _, waiting in timings):
+        changes["layout_waiting_weights"] = tuple(waiting for _, _, _, waiting in timings)
     passed = tuple(_passed_at_restart(series.get("records_read", ()), start + at, before, after, partitions)
                    if restarts else (False,) * len(partitions)
-                   for ((_, before), (at, after)), (_, restarts, _) in zip(itertools.pairwise(layouts), timings,
-                                                                          strict=True))
+                   for ((_, before), (at, after)), (_, restarts, _, _) in zip(itertools.pairwise(layouts), timings,
+                                                                             strict=True))
     if any(any(row) for row in passed):
         changes["layout_barrier_passed"] = passed
     return changes
@@ -516,15 +518,17 @@ def _passed_at_restart(counted: Series, at: float, before: Sequence[float], afte
 
 def _timings(series: Mapping[str, Series], read: Series, start: float,
              layouts: Sequence[tuple[float, tuple[float, ...]]], partitions: Sequence[Any],
-             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool, float]]:
-    """Per layout change after the first, (wait, restarts, closed). A growth (every partition
+             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool, float, tuple[float, ...]]]:
+    """Per layout change after the first, (wait, restarts, closed, waiting). A growth (every partition
     keeps a share: a Kafka expansion): how long its new partitions took records before the
     pipeline read them, and whether the pipeline restarted within LAYOUT_SLACK_S of it (the
     actuator's migration: run e1's restart gauge was set 2 s after its children's first
     reading). A re-shard (partitions retired for others): when the new ones took their first
     record, which is when the retired ones closed (`JobModel.layout_closed_s`). Either from the
     new partitions' first record's own time, else from what each held at its first reading,
-    `loads`' shares walked back from the change. (0, False, 0) for any other change."""
+    `loads`' shares walked back from the change; `waiting`: each new partition's share of the
+    input from then to the change (`JobModel.layout_waiting_weights`), from the records' times.
+    (0, False, 0, zeros) for any other change."""
     size = next(iter(loads.values())).size if loads else 0
     arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
     # what each partition held at its first reading (`read`: the watermarks at the probe's times;
@@ -536,8 +540,9 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
     found = []
     for (since, before), (at, after) in itertools.pairwise(layouts):
         new = [p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0]
+        none = (0.0,) * len(partitions)
         if not new:
-            found.append((0.0, False, 0.0))
+            found.append((0.0, False, 0.0, none))
             continue
         firsts = [int(np.flatnonzero(arrived[p])[0]) for p in new if p in arrived and arrived[p].any()]
         if firsts:
@@ -548,10 +553,27 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
             taken = np.cumsum(share * total[:max(0, math.ceil(at))][::-1])
             wait = float(np.searchsorted(taken, held)) if held > 0 and taken.size else 0.0
         if any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):  # a re-shard
-            found.append((0.0, False, float(min(at, max(since, at - wait))) if wait else 0.0))
+            closed = float(min(at, max(since, at - wait))) if wait else 0.0
+            held = _waiting_shares(arrived, closed, at, new, partitions) if closed else none
+            found.append((0.0, False, closed, held))
         else:
-            found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts), 0.0))
+            found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts), 0.0, none))
     return found
+
+
+def _waiting_shares(arrived: Mapping[Any, np.ndarray], closed: float, at: float, new: Sequence[Any],
+                    partitions: Sequence[Any]) -> tuple[float, ...]:
+    """Each of a re-shard's `new` partitions' share of the topic's input over [closed, at), the
+    records it took while it waited unread, counted by their own times. All zero where a reader
+    did not count them (the layout's shares stand in: a closing walked back from what the
+    children held at their first reading already takes their share after for the one before) or
+    the span holds no input."""
+    lo, hi = max(0, math.ceil(closed)), max(0, math.ceil(at))
+    input_ = float(sum(a[lo:hi].sum() for a in arrived.values()))
+    if not (input_ > 0 and all(p in arrived for p in new)):
+        return (0.0,) * len(partitions)
+    came = {p: float(arrived[p][lo:hi].sum()) for p in new}
+    return tuple(min(1.0, came[p] / input_) if p in came else 0.0 for p in partitions)
 
 
 def _restamped(series: Series, stamps: Series) -> Series:

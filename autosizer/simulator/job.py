@@ -181,6 +181,13 @@ class JobModel:
     # after the split, were 21.7 s old by then). 0: the children start from the layout's slowest
     # queue, at once.
     layout_closed_s: tuple[float, ...] = ()
+    # Per change, a row per partition (empty: each new partition's share in the layout it joins):
+    # a re-shard's new partitions' shares of the topic's input from their parents' closing to the
+    # change, the records they took while they waited unread. A child's share there can differ
+    # from its share after: run v5's split child closed by a merge before it was read held 1,085
+    # records (15% of the input while it waited) and took 2.2% of the input after, and a replay
+    # that gave it 2.2% throughout counted 150. 0 elsewhere.
+    layout_waiting_weights: tuple[tuple[float, ...], ...] = ()
     # Per change, a row per partition (empty: false for each): the new partitions of an adopted
     # expansion whose parents had already processed past the barrier when the query restarted,
     # which the pipeline's first batch read. The barrier is the parents' end offsets at the probe
@@ -304,6 +311,7 @@ class JobModel:
             raise ValueError(f"job setting layout_restarts needs one boolean (true or false) per layout change "
                              f"({len(times)}), not {restarts!r}")
         self._check_closings()
+        self._check_waiting()
         self._check_barriers()
         before = (0.0, self.partition_weights)
         for at, weights, wait in zip(times, rows, waits or [0.0] * len(times), strict=True):
@@ -334,6 +342,23 @@ class JobModel:
                 raise ValueError(f"job setting layout_closed_s: the change at {at:g} s does not retire partitions "
                                  f"for others (a re-shard): set its closing to 0")
 
+    def _check_waiting(self) -> None:
+        rows, times = self.layout_waiting_weights, self.layout_changes_s
+        if not rows:
+            return
+        if len(rows) != len(times) or not all(
+                isinstance(row, tuple) and len(row) == self.partitions
+                and all(is_real(w) and math.isfinite(w) and w >= 0 for w in row) for row in rows):
+            raise ValueError(f"job setting layout_waiting_weights needs a row of {self.partitions} finite shares "
+                             f">= 0 per layout change ({len(times)}), not {rows!r}")
+        closed = self.layout_closed_s or (0.0,) * len(times)
+        for (_, before), (at, after), row, close in zip(self.layouts()[:-1], self.layouts()[1:], rows, closed,
+                                                        strict=True):
+            if any(w > 0 and not (close and a > 0 and not b > 0) for w, b, a in zip(row, before, after, strict=True)):
+                raise ValueError(f"job setting layout_waiting_weights: the change at {at:g} s gives a share to a "
+                                 f"partition that did not wait for it: only the new partitions of a re-shard with "
+                                 f"a layout_closed_s waited; set the others to 0")
+
     def _check_barriers(self) -> None:
         passed, times = self.layout_barrier_passed, self.layout_changes_s
         if not passed:
@@ -357,13 +382,16 @@ class JobModel:
         """(from second, each partition's share) for every layout of the run, the first from 0."""
         return [(0.0, self.partition_weights), *zip(self.layout_changes_s, self.layout_weights, strict=True)]
 
-    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float, tuple[bool, ...]]]:
+    def layout_adoptions(self) -> list[tuple[float, tuple[float, ...], float, bool, float, tuple[bool, ...],
+                                             tuple[float, ...]]]:
         """Each layout change as (second, shares, wait before it, restarts, its parents' closing,
-        the new partitions past its barrier at the restart)."""
+        the new partitions past its barrier at the restart, its new partitions' shares while they
+        waited: empty where not known)."""
         count = len(self.layout_changes_s)
         return list(zip(self.layout_changes_s, self.layout_weights, self.layout_waits_s or (0.0,) * count,
                         self.layout_restarts or (False,) * count, self.layout_closed_s or (0.0,) * count,
-                        self.layout_barrier_passed or ((False,) * self.partitions,) * count, strict=True))
+                        self.layout_barrier_passed or ((False,) * self.partitions,) * count,
+                        self.layout_waiting_weights or ((),) * count, strict=True))
 
     def in_layout(self, weights: tuple[float, ...]) -> tuple[JobModel, np.ndarray]:
         """This job on the partitions `weights` gives a share to, and their indexes here: what
@@ -378,7 +406,7 @@ class JobModel:
                        hot_share_table_measured=pick(self.hot_share_table_measured),
                        hot_shares_known_at_start=pick(self.hot_shares_known_at_start),
                        layout_changes_s=(), layout_weights=(), layout_waits_s=(), layout_restarts=(),
-                       layout_closed_s=(), layout_barrier_passed=()), members
+                       layout_closed_s=(), layout_waiting_weights=(), layout_barrier_passed=()), members
 
     def partitions_words(self) -> str:
         """The partitions as a person reads them: `4 partitions`, or for a run whose layout
@@ -390,7 +418,7 @@ class JobModel:
             return f"{self.partitions} partitions"
         sizes = [f"{sum(1 for w in self.partition_weights if w > 0)}"]
         before = self.partition_weights
-        for at, weights, wait, restarts, closed, passed in self.layout_adoptions():
+        for at, weights, wait, restarts, closed, passed, _ in self.layout_adoptions():
             how = [f"unread {wait:.0f} s before it"] if wait else []
             how += ["then a restart" if wait else "a restart"] if restarts else []
             new = sum(1 for b, a in zip(before, weights, strict=True) if a > 0 and not b > 0)

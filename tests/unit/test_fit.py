@@ -598,13 +598,18 @@ def test_a_reshards_parents_closing_is_fitted_from_its_childrens_first_records(a
     """The split at 30 s is read at 31.2 s, the merge at 60 s from 62 s: the children are not
     processed before their parents are done (`JobModel.layout_closed_s`). From the children's
     first records' own times, else walked back from what they held at their first reading (a
-    pipeline since session 58 counts them under their parent until then)."""
+    pipeline since session 58 counts them under their parent until then). So are the children's
+    shares of the input while they waited, the records they hold when first read
+    (`JobModel.layout_waiting_weights`: 50/s each of 200/s, then 150/s of 200/s), where the
+    records' times are counted; without them the layout's shares stand in."""
     series = resharded_series(children_read_at=40.0, counted_under_parent=True)
     if not arrivals:
         del series[ARRIVALS]
     job = fitted_run(series, START, START + 90).job
     assert job.layout_changes_s == pytest.approx((40.0, 62.0))
     assert job.layout_closed_s == pytest.approx((30.0, 60.0), abs=1)
+    assert job.layout_waiting_weights == ((pytest.approx((0, 0, 0.25, 0.25, 0), abs=0.01),
+                                           pytest.approx((0, 0, 0, 0, 0.75), abs=0.01)) if arrivals else ())
     assert job.layout_waits_s == () and job.layout_restarts == ()
     assert f"then 3 from 40 s (its parents closed at {job.layout_closed_s[0]:.0f} s)" in job.partitions_words()
 

@@ -398,6 +398,13 @@ def test_every_trace_loads_and_a_bad_one_is_named(tmp_path):
     ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
      "layout_weights = [[1, 1, 1]]\nlayout_closed_s = [20.0]",
      r"the change at 30 s does not retire partitions for others \(a re-shard\): set its closing to 0"),
+    ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
+     "layout_weights = [[0, 1, 1]]\nlayout_closed_s = [20.0]\nlayout_waiting_weights = [[0, 0.5, nan]]",
+     r"job setting layout_waiting_weights needs a row of 3 finite shares >= 0 per layout change \(1\)"),
+    ("[job]\npartitions = 3\npartition_weights = [1, 0, 0]\nlayout_changes_s = [30.0]\n"
+     "layout_weights = [[0, 1, 1]]\nlayout_waiting_weights = [[0, 0.5, 0.5]]",
+     "the change at 30 s gives a share to a partition that did not wait for it: only the new partitions of a "
+     "re-shard with a layout_closed_s waited; set the others to 0"),
     ("[job]\npartitions = 2\npartition_weights = [1, 0]\nlayout_changes_s = [30.0]\nlayout_weights = [[1, 1]]\n"
      "layout_barrier_passed = [[false, 1]]",
      r"job setting layout_barrier_passed needs a row of 2 booleans \(true or false, one a partition\) per layout "
@@ -1450,6 +1457,47 @@ def test_a_closed_parents_children_wait_unread_until_the_layout_reads_them():
     assert run.lag_records[339] == pytest.approx(2_400 - 10 * 120)
     assert run.lag_records[360:].max() == pytest.approx(0, abs=1)
     assert simulate(load, _split(0.0, read=330.0), Fixed(1), tick_s=15).lag_records.max() == pytest.approx(0, abs=1)
+
+
+@pytest.mark.parametrize("waiting", [(0.25, 0.25), (0.5, 0.0)])
+def test_a_reshards_children_hold_the_records_they_took_while_they_waited(waiting):
+    """80/s over two partitions, a task 100/s: the job keeps up. Partition 0 splits at 300 s and
+    its children are read from 330 s, holding the 1,200 records they took meanwhile (half the
+    input). After it the first child takes a quarter of the input and the second 5% (run v5: a
+    child closed by a merge before it was read took 15% of the input while it waited and 2.2%
+    after). Counted at their shares after, the children held 720 at the change (v5's replay
+    dropped about 1,000 records there); counted at their shares while they waited
+    (`JobModel.layout_waiting_weights`) they hold the 1,200, which then drain. A child that took
+    none while it waited holds none."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                   partition_weights=(0.5, 0.5, 0.0, 0.0), layout_changes_s=(330.0,),
+                   layout_weights=((0.0, 0.7, 0.25, 0.05),), layout_closed_s=(300.0,))
+    load = workloads.constant(80, seconds=600, noise=0)
+    run = simulate(load, dataclasses.replace(job, layout_waiting_weights=((0.0, 0.0, *waiting),)), Fixed(1),
+                   tick_s=15)
+    shares_after = simulate(load, job, Fixed(1), tick_s=15)
+    assert run.lag_records[329] == pytest.approx(1_200) and shares_after.lag_records[329] == pytest.approx(1_200)
+    assert run.lag_records[330] > 0.85 * 1_200 > 1.5 * shares_after.lag_records[330]
+    assert np.isfinite(run.lag_records).all() and np.isfinite(run.lag_seconds).all()
+    assert run.lag_records[350:].max() == pytest.approx(0, abs=1)
+
+
+def test_a_batch_reads_a_waiting_childs_records_up_to_its_run_ahead_in_records_not_positions():
+    """The same split in batches, a record adding 1 ms to a batch's commit: the second child
+    took 45% of the input while it waited and 5% after. A batch reads up to its run-ahead of
+    each partition's records; counted in positions at the child's share after, that span held
+    nine times the records there, and the first batch after the change took 2.74 s where a
+    child that kept its 45% (the same records) takes 1.92 s; now 1.94 s."""
+    job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=1.0, commit_per_record_s=0.001,
+                   partition_weights=(0.5, 0.5, 0.0, 0.0), layout_changes_s=(330.0,),
+                   layout_weights=((0.0, 0.5, 0.45, 0.05),), layout_closed_s=(300.0,),
+                   layout_waiting_weights=((0.0, 0.0, 0.05, 0.45),))
+    load = workloads.constant(80, seconds=600, noise=0)
+    run = simulate(load, job, Fixed(1), tick_s=15)
+    kept = simulate(load, dataclasses.replace(job, layout_weights=((0.0, 0.5, 0.05, 0.45),)), Fixed(1), tick_s=15)
+    first = np.flatnonzero(run.batch_duration[330:] > run.batch_duration[329] + 0.1)[0] + 330
+    assert first == np.flatnonzero(kept.batch_duration[330:] > kept.batch_duration[329] + 0.1)[0] + 330
+    assert run.batch_duration[first] == pytest.approx(kept.batch_duration[first], rel=0.05)
 
 
 def test_a_splits_children_go_through_their_parents_backlog_at_its_pace_before_their_own():
