@@ -669,9 +669,11 @@ class _Model:
         backlog, `shards.waiting_under`) waits unread until the layout reads the children
         (`relayout`), as the pipeline reads a child only once its parent is done (run u3: the
         parent drained by 61 s, its children first read at 65 s, their records 21.7 s old by
-        then)."""
+        then). A closing can come before the layout the change ends (a merge whose parent was a
+        split's child not read yet: runs v5 and v7), and a partition keeps the earliest of its
+        stops; one that joins after its closing is not held to it."""
         shares = np.asarray(weights, dtype=np.float64)[self.members]
-        self.stop = np.where(shares > 0, self.stop, _cum_at(self.cum, self.rate, closed))
+        self.stop = np.where(shares > 0, self.stop, np.minimum(self.stop, _cum_at(self.cum, self.rate, closed)))
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
@@ -703,7 +705,9 @@ class _Model:
         old = self.members.tolist()
         kept = dict(zip(old, x, strict=True))
         # each partition's (mark, pace, stop, lift); one that stays keeps its pace to its mark
-        held = {p: (m, pace, np.inf, np.inf) for p, m, pace in zip(old, self.mark, self.pace, strict=True)}
+        # a kept partition keeps its pace to its mark, and a stop a later change's closing set
+        held = {p: row for p, row in zip(old, zip(self.mark, self.pace, self.stop, self.lift, strict=True), strict=True)}
+        before = dict(zip(old, self.weights, strict=True))
         start = slowest if held_from is None else float(_cum_at(self.cum, self.rate, held_from))
         dense = dict(zip(old, self.dense.tolist(), strict=True))  # a kept partition keeps what it had
         self._use(*base.in_layout(weights))
@@ -715,9 +719,14 @@ class _Model:
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
+            below = float(_cum_at(self.cum, self.rate, read_at))
             if waiting:
-                below = float(_cum_at(self.cum, self.rate, read_at))
                 dense.update({p: (waiting[p] / self.weights[members.index(p)], below) for p in new})
+            # a kept partition keeps the records it had, where its share changes (what the
+            # pipeline counts under it: run v7's merge parent took its child's records from the
+            # merge on, 0.476 of the input before the split's change and 0.73 after)
+            dense.update({p: (before[p] / w, below) for p, w in zip(members, self.weights, strict=True)
+                          if p in before and dense.get(p, (1.0,))[0] == 1.0 and w > 0})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
@@ -1003,7 +1012,7 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
         events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
                                    restarts=restarts, closed=lead + closed if closed else None,
                                    read_at=lead + at, passed=passed, waiting=waiting))
-    return events
+    return sorted(events, key=lambda event: event.at)  # a closing can come before the change before it
 
 
 def _joins(job: JobModel) -> list[float]:

@@ -103,6 +103,11 @@ ARRIVALS = "arrivals"
 # how far the records counted by their times may stray from the watermark's rise over the run
 # before the fit takes them for stamps of something else (events' own times) and keeps the marks
 ARRIVALS_AGREE = 0.02
+# A layout's share for a re-shard's new partition that took no input in it, only records before
+# it (a child closed by a merge before it was read: run v7's shard 3 held 1,083 records when first
+# read and took none after): a queue of its own for those records (`layout_waiting_weights`),
+# next to no input after. Left out, as a partition with no share is, its records went with it.
+HELD_ONLY_SHARE = 1e-6
 # how far inside the run a partition's series may begin or end before the fit reads a layout
 # change (a re-shard, an expansion) there: the pipeline exports every partition of its layout
 # from its first probe, a second or two into a run
@@ -458,6 +463,7 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
     if not edges:
         return {}
     size = next(iter(loads.values())).size if loads else 0
+    arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
     layouts: list[tuple[float, tuple[float, ...]]] = []
     for a, b in zip([start, *edges], [*edges, max(last, start + size)], strict=True):
         middle = (a + b) / 2
@@ -466,6 +472,10 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         counts = {p: float(loads[p][lo:hi].sum()) if p in loads else 0.0 for p in members}
         if not sum(counts.values()) > 0:  # no input in it: its partitions alike
             counts = dict.fromkeys(members, 1.0)
+        if layouts:  # a new partition that took records only before it (closed before it was read)
+            was = {p for p, w in zip(partitions, layouts[-1][1], strict=True) if w > 0}
+            held = [p for p in members if not counts[p] > 0 and p not in was and p in arrived and arrived[p][:lo].any()]
+            counts.update({p: HELD_ONLY_SHARE * sum(counts.values()) for p in held})
         weights = tuple(counts.get(p, 0.0) / sum(counts.values()) for p in partitions)
         if not layouts or [w > 0 for w in layouts[-1][1]] != [w > 0 for w in weights]:
             layouts.append((a - start, weights))
@@ -473,7 +483,7 @@ def _layout_changes(series: Mapping[str, Series], start: float, end: float, load
         return {}
     changes = {"partition_weights": layouts[0][1], "layout_changes_s": tuple(float(a) for a, _ in layouts[1:]),
                "layout_weights": tuple(w for _, w in layouts[1:])}
-    timings = _timings(series, read, start, layouts, partitions, loads)
+    timings = _timings(series, read, start, layouts, partitions, loads, arrived)
     if any(wait or restarts for wait, restarts, _, _ in timings):
         changes["layout_waits_s"] = tuple(wait for wait, _, _, _ in timings)
         changes["layout_restarts"] = tuple(restarts for _, restarts, _, _ in timings)
@@ -518,7 +528,8 @@ def _passed_at_restart(counted: Series, at: float, before: Sequence[float], afte
 
 def _timings(series: Mapping[str, Series], read: Series, start: float,
              layouts: Sequence[tuple[float, tuple[float, ...]]], partitions: Sequence[Any],
-             loads: Mapping[Any, np.ndarray]) -> list[tuple[float, bool, float, tuple[float, ...]]]:
+             loads: Mapping[Any, np.ndarray],
+             arrived: Mapping[Any, np.ndarray]) -> list[tuple[float, bool, float, tuple[float, ...]]]:
     """Per layout change after the first, (wait, restarts, closed, waiting). A growth (every partition
     keeps a share: a Kafka expansion): how long its new partitions took records before the
     pipeline read them, and whether the pipeline restarted within LAYOUT_SLACK_S of it (the
@@ -529,8 +540,6 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
     `loads`' shares walked back from the change; `waiting`: each new partition's share of the
     input from then to the change (`JobModel.layout_waiting_weights`), from the records' times.
     (0, False, 0, zeros) for any other change."""
-    size = next(iter(loads.values())).size if loads else 0
-    arrived = _arrivals(series[ARRIVALS], start, size) if series.get(ARRIVALS) and size else {}
     # what each partition held at its first reading (`read`: the watermarks at the probe's times;
     # a run without them has rates there, which hold no count)
     levels = ({partition_of(labels): next((v for _, v in _points([(labels, points)])), 0.0) for labels, points in read}
@@ -538,7 +547,7 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
     restarts = [t - start for t, _ in _set_times(series.get("restart", ()))]
     total = sum(loads.values()) if loads else np.zeros(0)
     found = []
-    for (since, before), (at, after) in itertools.pairwise(layouts):
+    for (_, before), (at, after) in itertools.pairwise(layouts):
         new = [p for p, b, a in zip(partitions, before, after, strict=True) if a > 0 and not b > 0]
         none = (0.0,) * len(partitions)
         if not new:
@@ -553,7 +562,7 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
             taken = np.cumsum(share * total[:max(0, math.ceil(at))][::-1])
             wait = float(np.searchsorted(taken, held)) if held > 0 and taken.size else 0.0
         if any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):  # a re-shard
-            closed = float(min(at, max(since, at - wait))) if wait else 0.0
+            closed = float(min(at, max(0.0, at - wait))) if wait else 0.0
             held = _waiting_shares(arrived, closed, at, new, partitions) if closed else none
             found.append((0.0, False, closed, held))
         else:

@@ -331,12 +331,12 @@ class JobModel:
             raise ValueError(f"job setting layout_closed_s needs one finite second >= 0 per layout change "
                              f"({len(times)}; 0: none), not {closed!r}")
         layouts = self.layouts()
-        for (since, before), (at, after), close in zip(layouts[:-1], layouts[1:], closed, strict=True):
+        for (_, before), (at, after), close in zip(layouts[:-1], layouts[1:], closed, strict=True):
             if not close:
                 continue
-            if not since <= close <= at:
+            if not close <= at:
                 raise ValueError(f"job setting layout_closed_s: the change at {at:g} s retires partitions closed "
-                                 f"at {close:g} s, which must lie from {since:g} s (the layout before) to {at:g} s")
+                                 f"at {close:g} s, which must lie from 0 s to {at:g} s")
             pairs = list(zip(before, after, strict=True))
             if not (any(b > 0 and not a > 0 for b, a in pairs) and any(a > 0 and not b > 0 for b, a in pairs)):
                 raise ValueError(f"job setting layout_closed_s: the change at {at:g} s does not retire partitions "

@@ -10,6 +10,7 @@ import pytest
 from autosizer.elasticity import FACTORS
 from autosizer.simulator.fit import (
     ARRIVALS,
+    HELD_ONLY_SHARE,
     batch_commits,
     fit_job,
     fitted_run,
@@ -612,6 +613,57 @@ def test_a_reshards_parents_closing_is_fitted_from_its_childrens_first_records(a
                                            pytest.approx((0, 0, 0, 0, 0.75), abs=0.01)) if arrivals else ())
     assert job.layout_waits_s == () and job.layout_restarts == ()
     assert f"then 3 from 40 s (its parents closed at {job.layout_closed_s[0]:.0f} s)" in job.partitions_words()
+
+
+def merged_before_read_series() -> dict:
+    """90 s of a Kinesis job behind through its re-shards (run v7's case): shards 0 and 1 at
+    100/s; 0 splits at 30 s into 2 and 3 (50/s each); 1 and 3 merge at 45 s into 4 (150/s). The
+    pipeline reads 0 to its end by 60 s, then 2 and 3: 3 holds its 750 records and takes no
+    more, read to its end by 70 s; 4 is read from 80 s, once 1 is done. A child not read yet
+    counts under its parent (2 and 3 under 0, 4 under 1)."""
+    rates = {0: (0, 30, 100.0), 1: (0, 45, 100.0), 2: (30, 90, 50.0), 3: (30, 45, 50.0), 4: (45, 90, 150.0)}
+    read = {0: (0, 59.8), 1: (0, 79.8), 2: (60, 90), 3: (60, 70), 4: (80, 90)}
+    under = {0: lambda t: 50.0 * max(0, t - 30) + 50.0 * min(15, max(0, t - 30)), 1: lambda t: 150.0 * max(0, t - 45)}
+    series = run_series()
+    series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
+    for p, (born, gone, rate) in rates.items():
+        label = {"topic": "orders", "partition": str(p)}
+        begin, end = read[p]
+        times = [begin + i for i in range(int(end - begin) + 1)]
+        times += [end] if times[-1] < end else []
+        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born) + under.get(p, lambda t: 0.0)(t))
+                                                 for t in times]))
+        series["input_rate"].append((label, [(START + t, rate if t < gone else 0.0) for t in times]))
+        series[ARRIVALS].append((label, [(START + s, rate) for s in range(born, gone)]))
+    return series
+
+
+def test_a_child_closed_before_it_was_read_keeps_a_queue_for_the_records_it_held():
+    """Run v7's shard 3 took its 1,083 records before the merge closed it and none after its
+    first reading: with no input in the layout that read it, the fit left it out, and the
+    replay lost its records (the backlog at the ticks 0.92 of the real). It now keeps a queue of
+    next to no share (HELD_ONLY_SHARE) holding what it took while it waited: 750 of the 6,000
+    records that arrived from the split to its first reading."""
+    job = fitted_run(merged_before_read_series(), START, START + 90).job
+    layouts = [job.partition_weights, *job.layout_weights]
+    assert [[w > 0 for w in row] for row in layouts] == [[True, True, False, False, False],
+                                                          [False, True, True, True, False],
+                                                          [False, True, True, False, False],
+                                                          [False, False, True, False, True]]
+    assert layouts[1][3] == pytest.approx(HELD_ONLY_SHARE, rel=0.01)
+    assert job.layout_waiting_weights[0][2:4] == pytest.approx((0.25, 0.125), abs=0.01)
+
+
+def test_a_merge_whose_parent_closed_before_the_layout_it_ends_began_keeps_its_closing():
+    """The merge closed shard 1 at 45 s, before the split's children were read (60 s), and the
+    pipeline held the merge child's records from then until it read the child (80 s). Until
+    session 85 a closing was placed no earlier than the layout it ends began (here 70 s, where
+    the held-only child left), and the replay read those records under their parent: run v5's
+    replay scaled 4 -> 2 at 115 s where the job held on to 4 -> 1 at 145 s."""
+    job = fitted_run(merged_before_read_series(), START, START + 90).job
+    assert job.layout_changes_s == pytest.approx((60.0, 70.0, 80.0))
+    assert job.layout_closed_s == pytest.approx((30.0, 0.0, 45.0), abs=1)
+    assert "then 2 from 80 s (its parents closed at 45 s)" in job.partitions_words()
 
 
 def test_a_reshard_neither_waits_nor_restarts_and_a_fitted_expansion_writes_a_trace_that_keeps_both(tmp_path):
