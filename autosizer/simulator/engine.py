@@ -690,9 +690,10 @@ class _Model:
         comes first (the layout's change falls in the tick before it): a parent with a backlog
         and no more input has no queue of its own here (each queue is a share of the topic's
         input), and its children are not read before it is done. Below the input at `read_at` a
-        new one holds its `waiting` share of the input (`dense`, where given: what it took while it
-        waited, its parents' backlog split the same way) rather than its share after. Where it retires none (a Kafka
-        expansion, adopted at second `at`), a new one is not read before its parent (the kept
+        new one holds its `waiting` share of the input (`dense`, where given: what it took while
+        it waited, its parents' backlog split the same way) rather than its share after, and a
+        kept one the records it had. Where it retires none (a Kafka expansion, adopted at second
+        `at`), a new one is not read before its parent (the kept
         partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
         barrier: the pipeline plans a child into a batch only then,
         `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
@@ -704,8 +705,8 @@ class _Model:
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
         kept = dict(zip(old, x, strict=True))
-        # each partition's (mark, pace, stop, lift); one that stays keeps its pace to its mark
-        # a kept partition keeps its pace to its mark, and a stop a later change's closing set
+        # each partition's (mark, pace, stop, lift): one that stays keeps its pace to its mark,
+        # and the stop a later change's closing set
         held = {p: row for p, row in zip(old, zip(self.mark, self.pace, self.stop, self.lift, strict=True), strict=True)}
         before = dict(zip(old, self.weights, strict=True))
         start = slowest if held_from is None else float(_cum_at(self.cum, self.rate, held_from))

@@ -563,8 +563,8 @@ def _timings(series: Mapping[str, Series], read: Series, start: float,
             wait = float(np.searchsorted(taken, held)) if held > 0 and taken.size else 0.0
         if any(b > 0 and not a > 0 for b, a in zip(before, after, strict=True)):  # a re-shard
             closed = float(min(at, max(0.0, at - wait))) if wait else 0.0
-            held = _waiting_shares(arrived, closed, at, new, partitions) if closed else none
-            found.append((0.0, False, closed, held))
+            waiting = _waiting_shares(arrived, closed, at, new, partitions) if closed else none
+            found.append((0.0, False, closed, waiting))
         else:
             found.append((float(wait), any(abs(t - at) <= LAYOUT_SLACK_S for t in restarts), 0.0, none))
     return found
