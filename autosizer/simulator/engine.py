@@ -691,9 +691,8 @@ class _Model:
         and no more input has no queue of its own here (each queue is a share of the topic's
         input), and its children are not read before it is done. Below the input at `read_at` a
         new one holds its `waiting` share of the input (`dense`, where given: what it took while
-        it waited, its parents' backlog split the same way) rather than its share after, and a
-        kept one the records it had. Where it retires none (a Kafka expansion, adopted at second
-        `at`), a new one is not read before its parent (the kept
+        it waited, its parents' backlog split the same way) rather than its share after. Where
+        it retires none (a Kafka expansion, adopted at second `at`), a new one is not read before its parent (the kept
         partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
         barrier: the pipeline plans a child into a batch only then,
         `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
@@ -708,7 +707,6 @@ class _Model:
         # each partition's (mark, pace, stop, lift): one that stays keeps its pace to its mark,
         # and the stop a later change's closing set
         held = {p: row for p, row in zip(old, zip(self.mark, self.pace, self.stop, self.lift, strict=True), strict=True)}
-        before = dict(zip(old, self.weights, strict=True))
         start = slowest if held_from is None else float(_cum_at(self.cum, self.rate, held_from))
         dense = dict(zip(old, self.dense.tolist(), strict=True))  # a kept partition keeps what it had
         self._use(*base.in_layout(weights))
@@ -720,14 +718,9 @@ class _Model:
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
             held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
-            below = float(_cum_at(self.cum, self.rate, read_at))
             if waiting:
+                below = float(_cum_at(self.cum, self.rate, read_at))
                 dense.update({p: (waiting[p] / self.weights[members.index(p)], below) for p in new})
-            # a kept partition keeps the records it had, where its share changes (what the
-            # pipeline counts under it: run v7's merge parent took its child's records from the
-            # merge on, 0.476 of the input before the split's change and 0.73 after)
-            dense.update({p: (before[p] / w, below) for p, w in zip(members, self.weights, strict=True)
-                          if p in before and dense.get(p, (1.0,))[0] == 1.0 and w > 0})
         rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
         self.mark, self.pace, self.stop, self.lift = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)

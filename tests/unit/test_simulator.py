@@ -1518,21 +1518,6 @@ def test_a_merge_parent_closed_before_the_layout_it_ends_holds_its_childs_record
     assert run.lag_records[150:].max() == pytest.approx(0, abs=1)
 
 
-def test_a_partition_a_reshard_keeps_holds_the_records_it_had_when_its_share_changes():
-    """150/s; partition 0 takes a quarter and keeps up, partition 1 the rest and falls 62.5/s
-    behind (a task 50/s). Partition 0 splits at 300 s and, as the pipeline counts a child not
-    read yet under its parent, the fit gives partition 1 half the input after where it had
-    three quarters: its 18,700 records must not become 12,500 at the change (run v7: its merge
-    parent held 2,000 records at the split's change, which a share of 0.73 for 0.476 read as
-    3,100)."""
-    job = JobModel(partitions=3, process_seconds=0.02, process_cv=0.0, batch_seconds=0,
-                   partition_weights=(0.25, 0.75, 0.0), layout_changes_s=(300.0,),
-                   layout_weights=((0.0, 0.5, 0.5),), layout_closed_s=(300.0,))
-    run = simulate(workloads.constant(150, seconds=600, noise=0), job, Fixed(1), tick_s=15)
-    assert run.lag_records[299] == pytest.approx(62.5 * 300, rel=0.01)
-    assert run.lag_records[300] == pytest.approx(run.lag_records[299], rel=0.01)
-
-
 def test_a_splits_children_go_through_their_parents_backlog_at_its_pace_before_their_own():
     """150/s where a partition's task does 100/s: 15,000 records behind at the split (300 s).
     The real parent takes them at its pace (150 s) while its children take input unread (seed
