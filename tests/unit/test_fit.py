@@ -444,6 +444,14 @@ def resharded_series(children_read_at: float = 31.2, counted_under_parent: bool 
             4: (62, 90)}
     if counted_under_parent:  # the parent leaves at the probe that adopts its children
         read[0] = (0, children_read_at - 0.2)
+    under = {0: lambda t: 100.0 * max(0, t - 30)} if counted_under_parent else {}  # its children's, from 30 s
+    return shards_series(rates, read, under)
+
+
+def shards_series(rates: dict, read: dict, under: dict) -> dict:
+    """A Kinesis job's series: each shard's (born, gone, records/s), when the pipeline's probe
+    read it (first, last), and the records counted under it that are not its own (a child not
+    read yet), as a function of the second. A shard's tail counts its records from its start."""
     series = run_series()
     series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
     for p, (born, gone, rate) in rates.items():
@@ -451,9 +459,8 @@ def resharded_series(children_read_at: float = 31.2, counted_under_parent: bool 
         begin, end = read[p]
         times = [begin + i for i in range(int(end - begin) + 1)]
         times += [end] if times[-1] < end else []
-        waiting = 100.0 if p == 0 and counted_under_parent else 0.0  # its children's, from 30 s
-        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born) + waiting * max(0, t - 30))
-                                                 for t in times]))
+        counted = under.get(p, lambda t: 0.0)
+        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born) + counted(t)) for t in times]))
         series["input_rate"].append((label, [(START + t, rate if t < gone else 0.0) for t in times]))
         series[ARRIVALS].append((label, [(START + s, rate) for s in range(born, gone)]))
     return series
@@ -624,18 +631,7 @@ def merged_before_read_series() -> dict:
     rates = {0: (0, 30, 100.0), 1: (0, 45, 100.0), 2: (30, 90, 50.0), 3: (30, 45, 50.0), 4: (45, 90, 150.0)}
     read = {0: (0, 59.8), 1: (0, 79.8), 2: (60, 90), 3: (60, 70), 4: (80, 90)}
     under = {0: lambda t: 50.0 * max(0, t - 30) + 50.0 * min(15, max(0, t - 30)), 1: lambda t: 150.0 * max(0, t - 45)}
-    series = run_series()
-    series["input_rate"], series["high_watermark"], series[ARRIVALS] = [], [], []
-    for p, (born, gone, rate) in rates.items():
-        label = {"topic": "orders", "partition": str(p)}
-        begin, end = read[p]
-        times = [begin + i for i in range(int(end - begin) + 1)]
-        times += [end] if times[-1] < end else []
-        series["high_watermark"].append((label, [(START + t, rate * (min(t, gone) - born) + under.get(p, lambda t: 0.0)(t))
-                                                 for t in times]))
-        series["input_rate"].append((label, [(START + t, rate if t < gone else 0.0) for t in times]))
-        series[ARRIVALS].append((label, [(START + s, rate) for s in range(born, gone)]))
-    return series
+    return shards_series(rates, read, under)
 
 
 def test_a_child_closed_before_it_was_read_keeps_a_queue_for_the_records_it_held():
