@@ -692,8 +692,9 @@ class _Model:
         input), and its children are not read before it is done. Below the input at `read_at` a
         new one holds its `waiting` share of the input (`dense`, where given: what it took while
         it waited, its parents' backlog split the same way) rather than its share after. Where
-        it retires none (a Kafka expansion, adopted at second `at`), a new one is not read before its parent (the kept
-        partition whose keys it takes: p % n of n kept) has processed the input up to `at` (the
+        it retires none (a Kafka expansion, adopted at second `at`), a new one is not read before
+        its parent (the kept partition whose keys it takes: p % n of n kept) has processed the
+        input up to `at` (the
         barrier: the pipeline plans a child into a batch only then,
         `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
         parents alone and committed 0.6 s after the restart, where a replay that read the
