@@ -694,8 +694,7 @@ class _Model:
         it waited, its parents' backlog split the same way) rather than its share after. Where
         it retires none (a Kafka expansion, adopted at second `at`), a new one is not read before
         its parent (the kept partition whose keys it takes: p % n of n kept) has processed the
-        input up to `at` (the
-        barrier: the pipeline plans a child into a batch only then,
+        input up to `at` (the barrier: the pipeline plans a child into a batch only then,
         `Checkpoints.blocked_partitions`; run e6's first batch after the adoption read the
         parents alone and committed 0.6 s after the restart, where a replay that read the
         children's 26 s of records in it committed 3.1 s after), but those whose parents
