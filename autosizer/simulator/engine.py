@@ -345,20 +345,44 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 
 # What a layout change holds each partition to, per partition (the kernels read them; `_Model`
 # sets them): a re-shard's children go at `pace` times their capacity up to position `mark`
-# (their parents' backlog) and read nothing past `stop` before second `lift` (a closed parent
-# never); an expansion's new partition waits for its parent (`parent`, the partition whose
+# (their parents' backlog) and read nothing past `stop` before second `lift`; a closed parent
+# reads nothing past `end`, its last record, ever; an expansion's new partition waits for its parent (`parent`, the partition whose
 # keys it takes; -1: none) to pass the `barrier` position; a held partition's records below
 # position `dense[:, 1]` count `dense[:, 0]` times its share (`_records`). Where none binds,
 # the kernels get None instead and numba compiles them without (session 60's limits, read
 # everywhere, cost a week's run 12-23%).
-_Limits = namedtuple("_Limits", "mark pace stop lift parent barrier dense")
+_Limits = namedtuple("_Limits", "mark pace stop lift end parent barrier dense")
 
 
 def _binding(limits: _Limits) -> bool:
     """Whether any partition is held to any of `limits`."""
     return bool(limits.barrier != -np.inf or (limits.mark != -np.inf).any() or (limits.pace != 1.0).any()
-                or (limits.stop != np.inf).any() or (limits.lift != np.inf).any()
+                or (limits.stop != np.inf).any() or (limits.lift != np.inf).any() or (limits.end != np.inf).any()
                 or (limits.dense[:, 0] != 1.0).any())
+
+
+def _held_below(times: float, closed: float, below: float, end: float) -> tuple[float, float]:
+    """A re-shard's new partition's (records per position over its share, below which): it took
+    `times` its share from position `closed` to `below` (the input when it was first read), or,
+    where its own closing came first (`end`, a merge's parent not read yet), all of those
+    records before that. Above its end the records its own child took count under it at its
+    share, as the pipeline counts a child's under its parent (run v9's merge parent: 25% of the
+    input to its end, its child 73% after; spread over both, it held 17% of the merge child's)."""
+    if closed < end < below:
+        return times * (below - closed) / (end - closed), end
+    return times, below
+
+
+def _rescaled(dense: list[float], was: float, share: float) -> tuple[float, float]:
+    """A kept partition's (records per position over its share, below which) when its share of
+    the input goes from `was` to `share`: the records below stay what they were. Kept as a
+    multiple of the old share, a re-shard's child held by HELD_ONLY_SHARE (1e-6, its records
+    45,000 times that share) that a later layout gave 0.71 of the input held 132 million
+    records: run v9's merge parent, its merge child's input counted under it (session 86)."""
+    times, below = dense
+    if below == -np.inf or not share > 0:
+        return times, below
+    return times * was / share, below
 
 
 @njit(cache=True, nogil=True)
@@ -400,11 +424,13 @@ def _found(limits, arrivals, x, now):  # pragma: no cover
 @njit(cache=True, nogil=True)
 def _reach(limits, p, c, now, passed, floor):  # pragma: no cover
     """How far partition p's queues may read at input position c, at second `now` (absolute):
-    c, but not past a closed parent's last record before the children are read (`stop`, `lift`),
-    nor past `floor` for an expansion's new partition before its parent `passed` the barrier."""
+    c, but not past a re-shard's parents' last record before the children are read (`stop`,
+    `lift`), nor past a closed partition's own last record (`end`), nor past `floor` for an
+    expansion's new partition before its parent `passed` the barrier."""
     if limits is None:
         return c
-    until = min(c, limits.stop[p]) if now < limits.lift[p] else c
+    until = min(c, limits.end[p])
+    until = min(until, limits.stop[p]) if now < limits.lift[p] else until
     return until if passed[p] else min(until, floor)
 
 
@@ -601,6 +627,7 @@ class _Model:
         # or what Prometheus' rate() averages, the samples' span inside it
         self.span = max(1, window_s - int(round(job.scrape_interval_s))) if job.input_over_scrapes else window_s
         self.rng = np.random.default_rng(seed)
+        self.closings: dict[int, float] = {}  # a partition closed before it joined: its last record's position
         self._use(*(job.in_layout(job.partition_weights) if job.layout_changes_s
                     else (job, np.arange(job.partitions))), float(rate[0]) if len(rate) else 0.0)
         # the batch's fixed cost, which the daemon's duty needs: measured from a saturated batch
@@ -643,6 +670,7 @@ class _Model:
         self.pace = np.ones(len(members))
         self.stop = np.full(len(members), np.inf)
         self.lift = np.full(len(members), np.inf)
+        self.end = np.full(len(members), np.inf)
         self.parent = np.full(len(members), -1, dtype=np.int64)
         self.barrier = -np.inf
         self.dense = np.tile(np.array([1.0, -np.inf]), (len(members), 1))
@@ -662,7 +690,7 @@ class _Model:
         ratio = np.divide(before, self.weights, out=np.ones_like(before), where=self.weights > 0)
         self.dense = np.stack([ratio, np.full(len(ratio), _cum_at(self.cum, self.rate, since))], axis=1)
 
-    def close(self, weights: tuple[float, ...], closed: float) -> None:
+    def close(self, weights: tuple[float, ...], closed: float, retired: tuple[bool, ...] = ()) -> None:
         """The partitions the layout `weights` retires took their last record at second `closed`
         (a Kinesis split or merge): their tasks read nothing past the input then, and what came
         after (their children's records, which the pipeline counts under them: their input and
@@ -670,10 +698,17 @@ class _Model:
         (`relayout`), as the pipeline reads a child only once its parent is done (run u3: the
         parent drained by 61 s, its children first read at 65 s, their records 21.7 s old by
         then). A closing can come before the layout the change ends (a merge whose parent was a
-        split's child not read yet: runs v5 and v7), and a partition keeps the earliest of its
-        stops; one that joins after its closing is not held to it."""
+        split's child not read yet: runs v5, v7 and v9), and a partition keeps the earliest of its
+        ends. One of the `retired` (each of the run's partitions) not read yet is held to it from
+        when it joins: run v9's merge parent joined 13 s after its closing, as a split's child,
+        and from its lift it read its merge child's records, a 71% share, in the replay's
+        layout after its sibling's end (`_Limits.end`; the replay drained them 25 s early)."""
+        position = float(_cum_at(self.cum, self.rate, closed))
         shares = np.asarray(weights, dtype=np.float64)[self.members]
-        self.stop = np.where(shares > 0, self.stop, np.minimum(self.stop, _cum_at(self.cum, self.rate, closed)))
+        self.end = np.where(shares > 0, self.end, np.minimum(self.end, position))
+        for p, gone in enumerate(retired):
+            if gone and p not in self.members:
+                self.closings[p] = min(self.closings.get(p, np.inf), position)
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
@@ -704,25 +739,31 @@ class _Model:
         slowest = float(active.min()) if np.isfinite(active).any() else float(x.min())
         old = self.members.tolist()
         kept = dict(zip(old, x, strict=True))
-        # each partition's (mark, pace, stop, lift): one that stays keeps its pace to its mark,
-        # and the stop a later change's closing set
-        held = {p: row for p, row in zip(old, zip(self.mark, self.pace, self.stop, self.lift, strict=True), strict=True)}
+        # each partition's (mark, pace, stop, lift, end): one that stays keeps its pace to its
+        # mark, and the end a later change's closing set
+        held = {p: row for p, row in zip(old, zip(self.mark, self.pace, self.stop, self.lift, self.end, strict=True),
+                                         strict=True)}
         start = slowest if held_from is None else float(_cum_at(self.cum, self.rate, held_from))
-        dense = dict(zip(old, self.dense.tolist(), strict=True))  # a kept partition keeps what it had
+        # a kept partition keeps the records it had below its mark: a share that changes rescales them
+        dense = dict(zip(old, zip(self.dense.tolist(), self.weights.tolist(), strict=True), strict=True))
         self._use(*base.in_layout(weights))
         members = self.members.tolist()
+        dense = {p: _rescaled(row, was, self.weights[members.index(p)]) for p, (row, was) in dense.items()
+                 if p in members}
         new = [p for p in members if p not in kept]
         retired = [i for i, p in enumerate(old) if p not in members]
         if closed is not None and new and retired:
             parents = active[retired]
             start = float(parents.min()) if np.isfinite(parents).any() else start
             mark = float(_cum_at(self.cum, self.rate, closed))
-            held.update({p: (mark, len(retired) / len(new), mark, read_at) for p in new})
+            held.update({p: (mark, len(retired) / len(new), mark, read_at, np.inf) for p in new})
             if waiting:
                 below = float(_cum_at(self.cum, self.rate, read_at))
-                dense.update({p: (waiting[p] / self.weights[members.index(p)], below) for p in new})
-        rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf)) for p in members], dtype=np.float64)
-        self.mark, self.pace, self.stop, self.lift = rows.T.copy()
+                dense.update({p: _held_below(waiting[p] / self.weights[members.index(p)], mark, below,
+                                             self.closings.get(p, np.inf)) for p in new})
+        rows = np.array([held.get(p, (-np.inf, 1.0, np.inf, np.inf, np.inf)) for p in members], dtype=np.float64)
+        rows[:, 4] = [min(row[4], self.closings.pop(p, np.inf)) for p, row in zip(members, rows, strict=True)]
+        self.mark, self.pace, self.stop, self.lift, self.end = rows.T.copy()
         self.dense = np.array([dense.get(p, (1.0, -np.inf)) for p in members], dtype=np.float64)
         waiting = [p for p in new if not (passed and passed[p])]
         if waiting and not retired:  # a growth, some of its new partitions' parents not past the barrier yet
@@ -735,7 +776,8 @@ class _Model:
     def limits(self) -> _Limits | None:
         """What the layout changes so far hold each partition to, for the kernels; None where
         they hold none (most blocks of a run), which the kernels are compiled for on their own."""
-        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.parent, float(self.barrier), self.dense)
+        limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.end, self.parent, float(self.barrier),
+                         self.dense)
         return limits if _binding(limits) else None
 
     def arrivals(self, factor: int) -> np.ndarray:
@@ -987,6 +1029,7 @@ class _LayoutEvent:
     restarts: bool = False
     closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
+    retired: tuple[bool, ...] = ()  # with `close`: each of the run's partitions, read before the change and not after
     read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
     passed: tuple[bool, ...] = ()  # an expansion's new partitions whose parents passed its barrier before the restart
     waiting: tuple[float, ...] = ()  # a re-shard's new partitions' shares of the input while they waited
@@ -995,14 +1038,18 @@ class _LayoutEvent:
 def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
     """The run's layout changes in time order, a waiting growth as its hold and its adoption."""
     events = []
-    for at, weights, wait, restarts, closed, passed, waiting in job.layout_adoptions():
+    read: set[int] = set()  # the partitions some layout before the change gave a share
+    for (_, before), (at, weights, wait, restarts, closed, passed, waiting) in zip(
+            job.layouts(), job.layout_adoptions(), strict=False):
+        read |= {p for p, w in enumerate(before) if w > 0}
         adopt = lead + math.floor(at / tick) * tick
         held = lead + math.floor((at - wait) / tick) * tick if wait else adopt
         if held < adopt:
             events.append(_LayoutEvent(held, weights, hold=True, held_from=lead + at - wait))
         if closed:
             events.append(_LayoutEvent(lead + math.floor(closed / tick) * tick, weights, close=True,
-                                       closed=lead + closed))
+                                       closed=lead + closed,
+                                       retired=tuple(p in read and not w > 0 for p, w in enumerate(weights))))
         events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
                                    restarts=restarts, closed=lead + closed if closed else None,
                                    read_at=lead + at, passed=passed, waiting=waiting))
@@ -1085,7 +1132,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             if event.hold:
                 model.hold(event.weights, event.held_from)
             elif event.close:
-                model.close(event.weights, event.closed)
+                model.close(event.weights, event.closed, event.retired)
             else:
                 x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
                                    passed=event.passed, read_at=event.read_at, waiting=event.waiting)

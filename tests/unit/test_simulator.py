@@ -1518,6 +1518,41 @@ def test_a_merge_parent_closed_before_the_layout_it_ends_holds_its_childs_record
     assert run.lag_records[150:].max() == pytest.approx(0, abs=1)
 
 
+def _merge_parent_read_late(second: float) -> JobModel:
+    """Run v9's re-shards, 80/s: partition 0 splits into 2 and 3 (closed at 300 s, read from
+    330 s); 1 and 3 merge into 4, closed at 315 s, before 3 was read: 3 took 25% of the input
+    from 300 to 315 s and none after, so the fit gives it HELD_ONLY_SHARE. Partition 1 is read
+    to its end at `second`, and after it the merge child's records count under 3, 70% of the
+    input, as the pipeline counts a child's under its parent; the child is read from 360 s."""
+    held = 1e-6
+    return JobModel(partitions=5, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
+                    partition_weights=(0.5, 0.5, 0.0, 0.0, 0.0), layout_changes_s=(330.0, second, 360.0),
+                    layout_weights=((0.0, 0.7, 0.3, held, 0.0), (0.0, 0.0, 0.3, 0.7, 0.0), (0.0, 0.0, 0.3, 0.0, 0.7)),
+                    layout_closed_s=(300.0, 0.0, 315.0),
+                    layout_waiting_weights=((0.0, 0.0, 0.25, 0.25, 0.0), (0.0,) * 5, (0.0, 0.0, 0.0, 0.0, 0.7)))
+
+
+def test_a_partition_whose_share_changes_keeps_the_records_it_held():
+    """Partition 3 still holds its records at 333 s, when the layout gives it 70% of the input
+    where it had 1e-6: kept as a multiple of its old share they were 700,000 times as many
+    (run v9's replay held 132 million records)."""
+    run = simulate(workloads.constant(80, seconds=600, noise=0), _merge_parent_read_late(333.0), Fixed(1), tick_s=3)
+    assert run.lag_records[333] < run.lag_records[332] < 2_000
+    assert run.lag_records.max() < 80 * 60
+
+
+def test_a_partition_closed_before_it_was_read_reads_nothing_past_its_closing():
+    """The merge child's records wait from the closing (315 s) until it is read (360 s): 70% of
+    45 s of input, the oldest 45 s old, then they drain. Until session 86 partition 3 was held
+    to its closing only until its lift as a split's child, and read them from 345 s (the
+    backlog 0); and its own 600 records counted over 300-330 s, where they all came before
+    315 s, so that the merge child's from 315 s counted at 25% (1,980 at 359 s)."""
+    run = simulate(workloads.constant(80, seconds=600, noise=0), _merge_parent_read_late(345.0), Fixed(1), tick_s=15)
+    assert run.lag_records[314] == pytest.approx(600)
+    assert run.lag_records[359] == pytest.approx(0.7 * 80 * 45) and run.lag_seconds[359] == pytest.approx(45)
+    assert run.lag_records[450:].max() == pytest.approx(0, abs=1)
+
+
 def test_a_splits_children_go_through_their_parents_backlog_at_its_pace_before_their_own():
     """150/s where a partition's task does 100/s: 15,000 records behind at the split (300 s).
     The real parent takes them at its pace (150 s) while its children take input unread (seed
