@@ -63,8 +63,9 @@ def test_reads_every_record_once_from_starting_offsets(spark, broker):
 
 def test_the_ranges_source_hands_each_slot_its_ranges_and_the_slot_reads_them(spark, broker):
     """`autosizer-kafka-ranges` (what the pipeline runs on Kafka): a Spark task receives one row
-    per partition of its slot, and `read_slot` turns them into exactly the records
-    `autosizer-kafka` delivers for the same batch."""
+    per partition of its slot (a partition the slots leave out joins one: `pack`), and
+    `read_slot` turns them into exactly the records `autosizer-kafka` delivers for the same
+    batch."""
     import pyarrow as pa
 
     broker.create_topic("orders", 3)
@@ -94,7 +95,8 @@ def test_the_ranges_source_hands_each_slot_its_ranges_and_the_slot_reads_them(sp
     finally:
         query.stop()
     assert sum(r["rows"] for r in rows) == 260
-    assert sorted((r["ranges"], r["parts"]) for r in rows) == [(1, [1]), (2, [0, 2])]  # one task per slot
+    # one task per planned slot: partition 1, in none, joins it rather than run a task of its own
+    assert sorted((r["ranges"], r["parts"]) for r in rows) == [(3, [0, 1, 2])]
 
     from autosizer.pipeline.kafka_source import KafkaRange, read_ranges
 
