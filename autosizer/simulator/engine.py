@@ -345,12 +345,12 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 
 # What a layout change holds each partition to, per partition (the kernels read them; `_Model`
 # sets them): a re-shard's children go at `pace` times their capacity up to position `mark`
-# (their parents' backlog) and read nothing past `stop` before second `lift`; a closed parent
-# reads nothing past `end`, its last record, ever; an expansion's new partition waits for its parent (`parent`, the partition whose
-# keys it takes; -1: none) to pass the `barrier` position; a held partition's records below
-# position `dense[:, 1]` count `dense[:, 0]` times its share (`_records`). Where none binds,
-# the kernels get None instead and numba compiles them without (session 60's limits, read
-# everywhere, cost a week's run 12-23%).
+# (their parents' backlog) and read nothing past `stop` before second `lift`; a closed partition
+# reads nothing past `end`, its last record, ever; an expansion's new partition waits for its
+# parent (`parent`, the partition whose keys it takes; -1: none) to pass the `barrier`
+# position; a held partition's records below position `dense[:, 1]` count `dense[:, 0]` times
+# its share (`_records`). Where none binds, the kernels get None instead and numba compiles
+# them without (session 60's limits, read everywhere, cost a week's run 12-23%).
 _Limits = namedtuple("_Limits", "mark pace stop lift end parent barrier dense")
 
 
@@ -366,8 +366,9 @@ def _held_below(times: float, closed: float, below: float, end: float) -> tuple[
     `times` its share from position `closed` to `below` (the input when it was first read), or,
     where its own closing came first (`end`, a merge's parent not read yet), all of those
     records before that. Above its end the records its own child took count under it at its
-    share, as the pipeline counts a child's under its parent (run v9's merge parent: 25% of the
-    input to its end, its child 73% after; spread over both, it held 17% of the merge child's)."""
+    share, as the pipeline counts a child's under its parent. Run v9's merge parent took 24% of
+    the input up to its closing and none after; spread to its first reading, its share read 17%,
+    and the merge child's records from the closing on counted at that."""
     if closed < end < below:
         return times * (below - closed) / (end - closed), end
     return times, below
@@ -377,7 +378,7 @@ def _rescaled(dense: list[float], was: float, share: float) -> tuple[float, floa
     """A kept partition's (records per position over its share, below which) when its share of
     the input goes from `was` to `share`: the records below stay what they were. Kept as a
     multiple of the old share, a re-shard's child held by HELD_ONLY_SHARE (1e-6, its records
-    45,000 times that share) that a later layout gave 0.71 of the input held 132 million
+    167,000 times that share) that a later layout gave 0.71 of the input held 132 million
     records: run v9's merge parent, its merge child's input counted under it (session 86)."""
     times, below = dense
     if below == -np.inf or not share > 0:
