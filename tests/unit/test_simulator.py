@@ -1522,9 +1522,9 @@ def _merge_parent_read_late(second: float) -> JobModel:
     """Run v9's re-shards, 80/s: partition 0 splits into 2 and 3 (closed at 300 s, read from
     330 s); 1 and 3 merge into 4, closed at 315 s, before 3 was read: 3 took 600 records from
     300 to 315 s and none after (the fit's waiting share, over 300-330 s: 25%), so the fit gives
-    it HELD_ONLY_SHARE in the layout that reads it. Partition 1 is read
-    to its end at `second`, and after it the merge child's records count under 3, 70% of the
-    input, as the pipeline counts a child's under its parent; the child is read from 360 s."""
+    it HELD_ONLY_SHARE in the layout that reads it. Partition 1 is read to its end at `second`,
+    and after it the merge child's records count under 3, 70% of the input, as the pipeline
+    counts a child's under its parent; the child is read from 360 s."""
     held = 1e-6
     return JobModel(partitions=5, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
                     partition_weights=(0.5, 0.5, 0.0, 0.0, 0.0), layout_changes_s=(330.0, second, 360.0),
