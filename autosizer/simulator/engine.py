@@ -691,25 +691,26 @@ class _Model:
         ratio = np.divide(before, self.weights, out=np.ones_like(before), where=self.weights > 0)
         self.dense = np.stack([ratio, np.full(len(ratio), _cum_at(self.cum, self.rate, since))], axis=1)
 
-    def close(self, weights: tuple[float, ...], closed: float, retired: tuple[bool, ...] = ()) -> None:
-        """The partitions the layout `weights` retires took their last record at second `closed`
-        (a Kinesis split or merge): their tasks read nothing past the input then, and what came
-        after (their children's records, which the pipeline counts under them: their input and
-        backlog, `shards.waiting_under`) waits unread until the layout reads the children
-        (`relayout`), as the pipeline reads a child only once its parent is done (run u3: the
-        parent drained by 61 s, its children first read at 65 s, their records 21.7 s old by
-        then). A closing can come before the layout the change ends (a merge whose parent was a
-        split's child not read yet: runs v5, v7 and v9), and a partition keeps the earliest of its
-        ends. One of the `retired` (each of the run's partitions) not read yet is held to it from
-        when it joins: run v9's merge parent joined 13 s after its closing, as a split's child,
-        and from its lift it read its merge child's records, a 71% share, in the replay's
-        layout after its sibling's end (`_Limits.end`; the replay drained them 25 s early)."""
+    def close(self, closed: float, retired: tuple[bool, ...]) -> None:
+        """The partitions a change retires (`retired`, one flag for each of the run's
+        partitions: read in a layout before the change, not after it) took their last record at
+        second `closed` (a Kinesis split or merge): their tasks read nothing past the input then,
+        and what came after (their children's records, which the pipeline counts under them:
+        their input and backlog, `shards.waiting_under`) waits unread until the layout reads the
+        children (`relayout`), as the pipeline reads a child only once its parent is done (run
+        u3: the parent drained by 61 s, its children first read at 65 s, their records 21.7 s
+        old by then). A closing can come before the layout the change ends (a merge whose parent
+        was a split's child not read yet: runs v5, v7 and v9), and a partition keeps the
+        earliest of its ends. One not read yet is held to it from when it joins: run v9's merge
+        parent joined 13 s after its closing, as a split's child, and from its lift it read its
+        merge child's records, a 71% share, in the replay's layout after its sibling's end
+        (`_Limits.end`; the replay drained them 25 s early)."""
         position = float(_cum_at(self.cum, self.rate, closed))
-        shares = np.asarray(weights, dtype=np.float64)[self.members]
-        self.end = np.where(shares > 0, self.end, np.minimum(self.end, position))
-        for p, gone in enumerate(retired):
-            if gone and p not in self.members:
-                self.closings[p] = min(self.closings.get(p, np.inf), position)
+        gone = {p for p, flag in enumerate(retired) if flag}
+        members = self.members.tolist()
+        self.end = np.array([min(end, position) if p in gone else end for p, end in zip(members, self.end, strict=True)])
+        for p in gone - set(members):
+            self.closings[p] = min(self.closings.get(p, np.inf), position)
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
@@ -1133,7 +1134,7 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
             if event.hold:
                 model.hold(event.weights, event.held_from)
             elif event.close:
-                model.close(event.weights, event.closed, event.retired)
+                model.close(event.closed, event.retired)
             else:
                 x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
                                    passed=event.passed, read_at=event.read_at, waiting=event.waiting)

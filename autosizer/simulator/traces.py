@@ -68,7 +68,8 @@ def load_trace(name_or_path: str, window: dict[str, Any] | None = None) -> Trace
     skew = _settings(path, "[job.skew]", KeySkew, job.pop("skew", {}))
     for name in ("partition_weights", "hot_share_table_measured", "hot_shares_known_at_start",
                  "restarts_measured_s", "layout_changes_s", "layout_weights", "layout_waits_s",
-                 "layout_restarts", "layout_closed_s", "layout_waiting_weights", "layout_barrier_passed"):  # TOML arrays are lists
+                 "layout_restarts", "layout_closed_s", "layout_waiting_weights",
+                 "layout_barrier_passed"):  # TOML arrays are lists
         if isinstance(job.get(name), list):
             job[name] = tuple(tuple(v) if isinstance(v, list) else v for v in job[name])
     if spec.get("kind") == "csv" and "path" in spec and not Path(str(spec["path"])).is_absolute():
