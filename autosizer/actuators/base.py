@@ -30,6 +30,8 @@ class Plan:
     # parent partition's end offset when it was adopted (its children's barrier).
     partitions: Mapping[str, int] | None = None
     barriers: Mapping[tuple[str, int], int] | None = None
+    # ... or, with no barriers, the children coupled to their parents until this time (`coupling`)
+    coupled_until_ms: int | None = None
 
 
 @dataclass(frozen=True)

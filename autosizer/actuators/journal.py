@@ -46,6 +46,7 @@ class Entry:
     result: str = ""
     partitions: dict[str, int] | None = None  # an expansion: the topics' new counts
     barriers: list[list] | None = None  # an expansion: [topic, parent, end offset] per parent
+    coupled_until_ms: int | None = None  # an expansion without barriers: its children coupled until then
 
     @property
     def expansion(self) -> bool:
@@ -55,7 +56,8 @@ class Entry:
         """The generation this actuation publishes after `layout` (its from_generation)."""
         if self.partitions is None:
             return layout.with_factor(self.to_factor)
-        return layout.with_partitions(self.partitions, {(t, p): o for t, p, o in self.barriers or ()})
+        return layout.with_partitions(self.partitions, {(t, p): o for t, p, o in self.barriers or ()},
+                                      until_ms=self.coupled_until_ms)
 
     @property
     def to_generation(self) -> int:
@@ -88,13 +90,15 @@ class ActuationJournal:
               lag_before: float | None = None, input_rate: float = 0.0,
               processed_rate: float = 0.0, rollback: bool = False,
               partitions: Mapping[str, int] | None = None,
-              barriers: Mapping[tuple[str, int], int] | None = None) -> Entry:
+              barriers: Mapping[tuple[str, int], int] | None = None,
+              coupled_until_ms: int | None = None) -> Entry:
         """Open an actuation at its first step; a rollback replaces the open one it undoes."""
         entry = Entry(uuid.uuid4().hex[:12], from_generation, from_factor, to_factor, STEPS[0],
                       reason, lag_before, input_rate, processed_rate, rollback,
                       int(self.clock.time() * 1000),
                       partitions=None if partitions is None else dict(partitions),
-                      barriers=None if barriers is None else [[t, p, o] for (t, p), o in sorted(barriers.items())])
+                      barriers=None if barriers is None else [[t, p, o] for (t, p), o in sorted(barriers.items())],
+                      coupled_until_ms=coupled_until_ms)
         self._run(self._begin, [self.store.keys.leader, self.key, self.store.keys.current],
                   [self.holder, from_generation, entry.to_json(), "1" if rollback else "0"])
         return entry

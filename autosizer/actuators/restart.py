@@ -74,7 +74,8 @@ class RestartActuator:
     def act(self, plan: Plan) -> Outcome:
         entry = self.journal.begin(plan.from_generation, plan.from_factor, plan.to_factor,
                                    plan.reason, plan.lag_before, plan.input_rate, plan.processed_rate,
-                                   partitions=plan.partitions, barriers=plan.barriers)
+                                   partitions=plan.partitions, barriers=plan.barriers,
+                                   coupled_until_ms=plan.coupled_until_ms)
         return self.resume(entry)
 
     def resume(self, entry: Entry) -> Outcome:

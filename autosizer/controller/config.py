@@ -46,9 +46,10 @@ class DaemonSection:
     journal_length: int = 10_000  # decisions kept in the Redis stream
     backoff_s: float = BACKOFF_S  # after a failed actuation, wait this long; doubles per failure
     backoff_max_s: float = BACKOFF_MAX_S  # the longest wait between failed actuations
-    # A topic's multiplied partition count is adopted once the broker has had it this long:
-    # producers refresh their metadata every 5 minutes by default, and until then they may write
-    # a moved key to its old partition, which must come before the barrier.
+    # A topic's multiplied partition count is adopted at once, and its new partitions are read
+    # only behind their parents until the broker has had it this long: producers refresh their
+    # metadata every 5 minutes by default, and until then they may write a moved key to its old
+    # partition, whose records must come first.
     adopt_after_s: float = 300.0
 
 

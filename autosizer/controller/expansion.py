@@ -1,11 +1,14 @@
 """The tick's expansion step: adopt a topic's multiplied partition count, or say why not.
 
 The pipeline reports the broker's counts while they differ from the layout (`Topology`, Redis key
-`topology`). A multiplied count is adopted once the broker has had it for `adopt_after_s`: a
-producer keeps writing a moved key to the old partition until it refreshes its metadata (every 5
-minutes by default in the Java client and librdkafka), and the barrier must lie after those
-records. `autosizer layout expand --apply` asks for an adoption now. A count that is not a
-multiple, or a shrink, is refused: logged once, and named in every decision until fixed.
+`topology`). A multiplied count is adopted at the next tick, its new partitions coupled to their
+parents (`coupling`) until the broker has had it for `adopt_after_s`: a producer keeps writing a
+moved key to the old partition until it refreshes its metadata (every 5 minutes by default in
+the Java client and librdkafka), so until then a new partition is read only behind its parent.
+(Until session 87 the adoption itself waited `adopt_after_s`, behind a barrier, and the moved
+keys' records with it.) `autosizer layout expand --apply` asks for an adoption now behind a
+barrier at the parents' ends, the operator vouching that the producers have moved. A count that
+is not a multiple, or a shrink, is refused: logged once, and named in every decision until fixed.
 """
 
 from __future__ import annotations
@@ -56,12 +59,7 @@ class ExpansionWatch:
         grown = expansion(layout, topology, now_ms)
         if grown is None:
             return ExpansionCheck(notes=tuple(found))
-        if grown.seen_s >= self.adopt_after_s:
-            return ExpansionCheck(grown, notes=tuple(found))
-        wait = (f"{grown.describe()} seen on the broker {grown.seen_s:.0f}s ago: adopted after "
-                f"{self.adopt_after_s:.0f}s, once producers have refreshed their metadata "
-                "(`autosizer layout expand --apply` adopts it now)")
-        return ExpansionCheck(notes=(*found, wait))
+        return ExpansionCheck(grown.coupled(self.adopt_after_s), notes=tuple(found))
 
     def adopted(self, check: ExpansionCheck) -> None:
         """The actuation ran (whatever its result): an operator's request is used up."""

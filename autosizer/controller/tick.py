@@ -187,8 +187,9 @@ class Tick:
         if backoff.active(self._wall) and not check.asked:
             return self._record(layout, layout.factor, "backoff", f"{backoff.describe(self._wall)}; "
                                 f"would adopt {reason}", began, overrides=overrides)
-        plan = Plan(layout.generation, layout.factor, layout.factor, reason,
-                    partitions=grown.counts, barriers=grown.barriers)
+        coupled = grown.until_ms is not None
+        plan = Plan(layout.generation, layout.factor, layout.factor, reason, partitions=grown.counts,
+                    barriers=None if coupled else grown.barriers, coupled_until_ms=grown.until_ms)
         outcome = self._guarded(lambda: self.actuator.act(plan))
         if not isinstance(outcome, JournalRefused):
             self.expansions.adopted(check)

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from autosizer.elasticity.layout import Layout, TopicPartition
+from autosizer.elasticity.coupling import Coupling
+from autosizer.elasticity.layout import Barrier, Layout, TopicPartition
 
 CHECKPOINTS_FORMAT = 1
 
@@ -90,13 +91,14 @@ class Checkpoints:
                 f"{layout.generation} does not have: migrate them with the layout they belong to"
             )
         self._blocked: frozenset[TopicPartition] | None = None
+        self._couplings: Mapping[TopicPartition, Coupling] = {}
 
     @classmethod
     def _complete(cls, layout: Layout, progress: dict[str, TaskProgress]) -> Checkpoints:
         """Wrap a progress map that already covers every task and partition (migrate builds
         one), skipping the validation that dominates the cost of a 10k-task migration."""
         cp = cls.__new__(cls)
-        cp.layout, cp._progress, cp._blocked = layout, progress, None
+        cp.layout, cp._progress, cp._blocked, cp._couplings = layout, progress, None, {}
         return cp
 
     # --- construction --------------------------------------------------------------------------
@@ -138,7 +140,8 @@ class Checkpoints:
         return out
 
     def blocked_partitions(self) -> frozenset[TopicPartition]:
-        """Expansion children that must not be read yet: a parent is not done below its barrier.
+        """Expansion children that must not be read yet: a parent is not done below its barrier,
+        or a coupled child's parent has passed none of its steps.
 
         The pipeline reads none of these in a batch; once every task of the parent has passed
         the barrier, the child starts at its beginning, so each moved key's old messages come first.
@@ -147,17 +150,43 @@ class Checkpoints:
             blocked: set[TopicPartition] = set()
             for barrier in sorted(self.layout.barriers, key=lambda b: (b.topic, b.partition)):
                 parent = (barrier.topic, barrier.parent)
-                if (
-                    barrier.offset is None
-                    or parent in blocked
-                    or any(
-                        (n := self._progress[t.name][parent].next) is None or n < barrier.offset
-                        for t in self.layout.readers(*parent)
-                    )
-                ):
+                if parent in blocked:
+                    blocked.add((barrier.topic, barrier.partition))
+                elif barrier.coupled:
+                    if self._coupling_limit(barrier) == 0:
+                        blocked.add((barrier.topic, barrier.partition))
+                elif barrier.offset is None or (done := self._done(parent)) is None or done < barrier.offset:
                     blocked.add((barrier.topic, barrier.partition))
             self._blocked = frozenset(blocked)
         return self._blocked
+
+    def read_limits(self) -> dict[TopicPartition, int]:
+        """Coupled children read in part: the offset each may be read up to (below), behind its
+        parent (`coupling`). Children free or blocked are not in it."""
+        blocked = self.blocked_partitions()
+        out: dict[TopicPartition, int] = {}
+        for barrier in self.layout.barriers:
+            tp = (barrier.topic, barrier.partition)
+            if barrier.coupled and tp not in blocked and (limit := self._coupling_limit(barrier)) is not None:
+                out[tp] = limit
+        return out
+
+    def couple(self, couplings: Mapping[TopicPartition, Coupling]) -> None:
+        """The coupled children's steps, as the pipeline's probe took them."""
+        self._couplings = dict(couplings)
+        self._blocked = None
+
+    def parent_done(self, topic: str, parent: int) -> int | None:
+        """The lowest next offset of the tasks that read a parent partition (None: not started)."""
+        return self._done((topic, parent))
+
+    def _done(self, parent: TopicPartition) -> int | None:
+        nexts = [self._progress[t.name][parent].next for t in self.layout.readers(*parent)]
+        return None if not nexts or any(n is None for n in nexts) else min(nexts)  # type: ignore[type-var]
+
+    def _coupling_limit(self, barrier: Barrier) -> int | None:
+        coupling = self._couplings.get((barrier.topic, barrier.partition), Coupling())
+        return coupling.limit(self._done((barrier.topic, barrier.parent)))
 
     def accepts(
         self, task_name: str, topic: str, partition: int, offset: int, key_hash: int

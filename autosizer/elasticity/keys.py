@@ -45,6 +45,9 @@ SPECS: tuple[KeySpec, ...] = (
             "once)"),
     KeySpec("topology", "string", "pipeline.agent", "delete it; the pipeline reports again within "
             "a second"),
+    KeySpec("coupling", "string", "pipeline.agent", "delete it only once every coupled expansion "
+            "child is free (`autosizer checkpoints show` lists none blocked): a coupled child waits "
+            "for its steps again"),
     KeySpec("expand", "string", "controller.commands", "delete it and run `autosizer layout expand` "
             "again"),
     KeySpec("sink", "hash", "pipeline.sinks", "delete it (the Kafka sink then takes its topic's end "
@@ -73,6 +76,7 @@ class JobKeys:
         self.agent = self.key("agent")
         self.backoff = self.key("backoff")
         self.topology = self.key("topology")  # the broker's partition counts, while they differ
+        self.coupling = self.key("coupling")  # coupled expansion children's steps behind their parents
         self.expand = self.key("expand")  # an operator's `layout expand --apply`, until adopted
         self.sink = self.key("sink")  # the Kafka sink's topic ends after its last committed batch
 

@@ -47,12 +47,22 @@ class Barrier:
     offset at the moment the expansion was adopted; reading the child only after that keeps per-key
     order. `offset` is None until the actuator has read the parent's end offset (`resolve_barriers`),
     and an unresolved barrier keeps the child unread.
+
+    A coupled child (`until_ms` set, `offset` None) is read behind its parent instead, step by
+    step, until the producers have moved its keys at `until_ms` (`coupling`): the daemon adopts
+    an expansion at once and its moved keys wait about a second behind their parent, not
+    `adopt_after_s`.
     """
 
     topic: str
     partition: int
     parent: int
     offset: int | None = None
+    until_ms: int | None = None
+
+    @property
+    def coupled(self) -> bool:
+        return self.offset is None and self.until_ms is not None
 
 
 @dataclass(frozen=True)
@@ -201,11 +211,13 @@ class Layout:
         self,
         counts: Mapping[str, int],
         barriers: Mapping[TopicPartition, int] | None = None,
+        until_ms: int | None = None,
     ) -> Layout:
         """The next generation after topics' partition counts were multiplied (SEP-5).
 
         `barriers` maps a parent partition to its end offset when the expansion was adopted;
-        children of a parent left out wait until `resolve_barriers` supplies it.
+        children of a parent left out wait until `resolve_barriers` supplies it. With `until_ms`
+        and no barriers the children are coupled to their parents until then (`coupling`).
         """
         if self.source != "kafka":
             raise ValueError("a Kinesis stream re-shards (with_shards); partition expansion is Kafka's")
@@ -228,7 +240,7 @@ class Layout:
             new_topics[topic] = count
             for child in range(old, count):
                 offset = (barriers or {}).get((topic, child % old))
-                added.append(Barrier(topic, child, child % old, offset))
+                added.append(Barrier(topic, child, child % old, offset, None if offset is not None else until_ms))
         return replace(
             self,
             topics=new_topics,
@@ -256,7 +268,7 @@ class Layout:
         """
         resolved = tuple(
             replace(b, offset=offsets[(b.topic, b.parent)])
-            if b.offset is None and (b.topic, b.parent) in offsets
+            if b.offset is None and not b.coupled and (b.topic, b.parent) in offsets
             else b
             for b in self.barriers
         )
@@ -283,7 +295,7 @@ class Layout:
                 "initial_partitions": dict(self.initial_partitions or {}),
                 "barriers": [
                     {"topic": b.topic, "partition": b.partition, "parent": b.parent,
-                     "offset": b.offset}
+                     "offset": b.offset, **({} if b.until_ms is None else {"until_ms": b.until_ms})}
                     for b in self.barriers
                 ],
             },

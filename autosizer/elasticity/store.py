@@ -30,8 +30,9 @@ from autosizer.elasticity.checkpoints import (
     TaskProgress,
     encode_task_progress,
 )
+from autosizer.elasticity.coupling import Coupling, couplings_from_json, couplings_to_json
 from autosizer.elasticity.keys import COMMIT, JobKeys, unreadable_fix, wrong_type_fix
-from autosizer.elasticity.layout import Layout
+from autosizer.elasticity.layout import Layout, TopicPartition
 from autosizer.elasticity.startpoints import (
     DEFAULT_EXPIRY_MS,
     FanOut,
@@ -305,6 +306,14 @@ class MetadataStore:
     def topology(self) -> Topology | None:
         raw = self.call(lambda: self.redis.get(self.keys.topology))
         return None if raw is None else self.parse(self.keys.topology, raw, Topology.from_json)
+
+    def write_couplings(self, couplings: Mapping[TopicPartition, Coupling]) -> None:
+        """The coupled expansion children's steps (`coupling`), as the pipeline's probe took them."""
+        self.call(lambda: self.redis.set(self.keys.coupling, couplings_to_json(couplings)))
+
+    def couplings(self) -> dict[TopicPartition, Coupling]:
+        raw = self.call(lambda: self.redis.get(self.keys.coupling))
+        return {} if raw is None else self.parse(self.keys.coupling, raw, couplings_from_json)
 
     # --- the sink's marks -------------------------------------------------------------------------
 

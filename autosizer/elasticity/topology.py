@@ -10,8 +10,9 @@ multiple. No I/O here.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autosizer.elasticity.layout import Layout, TopicPartition
@@ -49,13 +50,26 @@ class Expansion:
     barriers: Mapping[TopicPartition, int]  # parent partition -> its end offset at adoption
     old: Mapping[str, int]
     seen_s: float  # how long the broker has had the new counts
+    since_ms: int | None = None  # when the pipeline first saw them
+    # None: the children wait behind the barriers; else they are coupled to their parents until
+    # then (`coupling`), the barriers unused
+    until_ms: int | None = None
 
     def describe(self) -> str:
         grown = ", ".join(f"{t} {self.old[t]} -> {n}" for t, n in sorted(self.counts.items()))
         return f"partition expansion {grown}"
 
+    def coupled(self, adopt_after_s: float) -> Expansion:
+        """Adopted now, its children read behind their parents until the producers have had
+        `adopt_after_s` since the broker's new counts to move their keys."""
+        since_ms = self.since_ms if self.since_ms is not None else 0
+        return replace(self, until_ms=since_ms + round(adopt_after_s * 1000))
+
     def barrier_summary(self, most: int = 8) -> str:
-        """The parents' barrier offsets, the first `most` of them."""
+        """The parents' barrier offsets, the first `most` of them (or when the coupling ends)."""
+        if self.until_ms is not None:
+            when = time.strftime("%H:%M:%S", time.gmtime(self.until_ms / 1000))
+            return f"new partitions read behind their parents until {when} UTC, then free"
         items = [f"{t}[{p}]@{o}" for (t, p), o in sorted(self.barriers.items())]
         more = f" and {len(items) - most} more" if len(items) > most else ""
         return "barriers " + ", ".join(items[:most]) + more
@@ -67,6 +81,10 @@ class Expansion:
             old = self.old[topic]
             for child in range(old, count):
                 parent = child % old
+                if self.until_ms is not None:
+                    lines.append(f"{topic}[{child}] is read behind every task of {topic}[{parent}] until "
+                                 f"{self.barrier_summary().split(' until ')[1]}")
+                    continue
                 lines.append(f"{topic}[{child}] waits until every task of {topic}[{parent}] is past "
                              f"offset {self.barriers[(topic, parent)]}")
         return lines
@@ -130,7 +148,7 @@ def expansion(layout: Layout, topology: Topology, now_ms: int,
                 return None
             barriers[(topic, parent)] = end
     since = max(topology.since_ms.get(t, now_ms) for t in counts)
-    return Expansion(counts, barriers, dict(layout.topics), max(0.0, (now_ms - since) / 1000))
+    return Expansion(counts, barriers, dict(layout.topics), max(0.0, (now_ms - since) / 1000), since_ms=since)
 
 
 def requested(layout: Layout, topology: Topology | None, asked: Mapping[str, int],

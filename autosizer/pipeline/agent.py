@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from autosizer.elasticity import Checkpoints, Layout
+from autosizer.elasticity.coupling import Coupling
 from autosizer.elasticity.shards import Reshard, Shard, WaitingCounts, reshard, waiting_under
 from autosizer.elasticity.shards import apply as apply_reshard
 from autosizer.elasticity.startpoints import Startpoint
@@ -304,6 +305,10 @@ class PipelineAgent:
         # their end offsets at the last probe; and per parent, those its adopted children had
         # then, which stay in its input so that its watermark never falls
         self._waiting: dict[tuple[str, int], tuple[tuple[str, int], int]] = {}
+        # coupled expansion children: their steps behind their parents, and each one's end at the
+        # last probe (a step pairs it with the parent's end read after it)
+        self._couplings: dict[tuple[str, int], Coupling] = {}
+        self._child_ends: dict[tuple[str, int], int] = {}
         self._folded: dict[tuple[str, int], int] = {}
         self._reshard: tuple[int, Reshard] | None = None  # found by the probe, applied by run()
         self._tails: dict[int, kinesis_source.ShardTail] = {}  # Kinesis: the probe's shard tails
@@ -441,6 +446,41 @@ class PipelineAgent:
                                  behind=lambda tp, position: max(0, ends[tp] - position))
         if counts is not None:
             self._report_topology(ends, int(now), counts)
+        self._take_steps(layout, ends, int(now))
+
+    def _take_steps(self, layout: Layout, ends: dict[tuple[str, int], int], now_ms: int) -> None:
+        """A step for every coupled child (`coupling`): its end at the last probe, read before
+        this probe read its parent's; once the producers have refreshed (`until_ms`), the last.
+        Written to Redis before a batch reads by them, so a restarted pipeline reads no further."""
+        coupled = [b for b in layout.barriers if b.coupled and (b.topic, b.partition) in ends]
+        if not coupled:
+            return
+        with self._cp_lock:
+            cp = self.checkpoints
+            if cp is None or cp.layout is not layout:
+                return
+            done = {(b.topic, b.parent): cp.parent_done(b.topic, b.parent) for b in coupled}
+        couplings = dict(self._couplings)
+        for b in coupled:
+            child, parent = (b.topic, b.partition), (b.topic, b.parent)
+            was = couplings.get(child, Coupling())
+            if was.final is not None:
+                continue
+            if b.until_ms is not None and now_ms >= b.until_ms:
+                now = was.close(ends[parent])
+            elif child in self._child_ends:
+                now = was.step(self._child_ends[child], ends[parent])
+            else:
+                now = was
+            couplings[child] = now.pruned(done[parent])
+        self._child_ends = {(b.topic, b.partition): ends[(b.topic, b.partition)] for b in coupled}
+        if couplings == self._couplings:
+            return
+        self.store.write_couplings(couplings)
+        with self._cp_lock:
+            self._couplings = couplings
+            if self.checkpoints is cp:
+                cp.couple(couplings)
 
     def _input_marks(self, probe: KafkaOffsets, layout: Layout, counts: dict[str, int] | None,
                      ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -592,6 +632,9 @@ class PipelineAgent:
         except self._source_errors() as exc:
             raise self._source_down(exc) from None
         cp.resolve_defaults(defaults)
+        if any(b.coupled for b in layout.barriers):
+            self._couplings = self.store.couplings()
+            cp.couple(self._couplings)
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())  # left out of the read plan
         shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)))
@@ -687,9 +730,11 @@ class PipelineAgent:
         blocked = cp.blocked_partitions()
         starts = {tp: o for tp, o in cp.start_offsets().items() if tp not in blocked}
         plan = self.admission.plan(layout, starts)
+        stops = cp.read_limits()  # coupled children: no further than their parents allow
         self._spans = {tp: p.span for tp, p in plan.items()}
         write_plan(self._plan_file, {EPOCH: self._starts, **{
-            offset_key(*tp): {"start": p.start, "span": p.span} for tp, p in plan.items()}})
+            offset_key(*tp): {"start": p.start, "span": p.span,
+                              **({"stop": stops[tp]} if tp in stops else {})} for tp, p in plan.items()}})
 
     def _offsets(self) -> Any:
         self._resolver = self._resolver or self._new_resolver()

@@ -18,8 +18,9 @@ Options:
   maxRecordsPerBatch       an upper bound on records per micro-batch (memory), shared fairly
   planFile                 a local JSON file {"topic/partition": {"start": o, "span": n}} the agent
                            rewrites after every commit: each batch reads a partition from `start`
-                           (its slowest virtual task) up to `span` records past it, and reads no
-                           partition the plan leaves out. Without it, a batch reads from where the
+                           (its slowest virtual task) up to `span` records past it and, where
+                           given, below `stop` (a coupled expansion child behind its parent), and
+                           reads no partition the plan leaves out. Without it, a batch reads from where the
                            previous one ended, up to the high watermark
   slots                    JSON list of lists of "topic/partition": the partitions each Spark task
                            reads together (all virtual tasks of a partition group in one slot);
@@ -177,6 +178,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 ends[key] = begin  # not in the layout yet, or behind a barrier: not read
                 continue
             high = max(begin, self._watermarks(topic, partition)[1])
+            if key in plan:  # a coupled expansion child stops where its parent lets it (`coupling`)
+                high = max(begin, min(high, plan[key].get("stop", high)))
             ends[key] = min(high, begin + plan[key]["span"]) if key in plan else high
         if isinstance(limit, ReadMaxRows):
             ends = _admit(begins, ends, limit.max_rows)
