@@ -171,6 +171,10 @@ class Checkpoints:
                 out[tp] = limit
         return out
 
+    @property
+    def couplings(self) -> Mapping[TopicPartition, Coupling]:
+        return self._couplings
+
     def couple(self, couplings: Mapping[TopicPartition, Coupling]) -> None:
         """The coupled children's steps, as the pipeline's probe took them."""
         self._couplings = dict(couplings)
@@ -333,7 +337,9 @@ class Checkpoints:
                     children = olds[task.bucket :: factor]
                     entries[tp] = _merge(children, old_factor, factor, task.bucket)
             progress[task.name] = entries
-        return Checkpoints._complete(new_layout, progress)
+        migrated = Checkpoints._complete(new_layout, progress)
+        migrated._couplings = self._couplings  # a coupled child's steps hold in any layout
+        return migrated
 
     # --- serialization -------------------------------------------------------------------------
 

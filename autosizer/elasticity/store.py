@@ -192,12 +192,16 @@ class MetadataStore:
     # --- checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, generation: int | None = None) -> Checkpoints:
-        """All tasks' progress for `generation` (default: current), with its layout."""
+        """All tasks' progress for `generation` (default: current), with its layout (and the
+        coupled expansion children's steps, which say how far each may be read)."""
         layout = self.layout(generation)
         key = self.keys.checkpoints(layout.generation)
         raw = self.call(lambda: self.redis.hgetall(key))
-        return self.parse(key, raw, lambda r: Checkpoints.from_task_json(
+        cp = self.parse(key, raw, lambda r: Checkpoints.from_task_json(
             layout, {name.decode(): value for name, value in r.items()}))
+        if any(b.coupled for b in layout.barriers):
+            cp.couple(self.couplings())
+        return cp
 
     def commit(
         self, generation: int, progress: Mapping[str, TaskProgress], batch: int | None = None

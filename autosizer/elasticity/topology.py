@@ -90,7 +90,9 @@ class Expansion:
         return lines
 
     def layout(self, layout: Layout) -> Layout:
-        """The next generation (barriers resolved)."""
+        """The next generation (barriers resolved, or the children coupled)."""
+        if self.until_ms is not None:
+            return layout.with_partitions(dict(self.counts), until_ms=self.until_ms)
         return layout.with_partitions(dict(self.counts), dict(self.barriers))
 
 

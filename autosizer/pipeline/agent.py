@@ -457,7 +457,7 @@ class PipelineAgent:
             return
         with self._cp_lock:
             cp = self.checkpoints
-            if cp is None or cp.layout is not layout:
+            if cp is None or cp.layout.generation != layout.generation:
                 return
             done = {(b.topic, b.parent): cp.parent_done(b.topic, b.parent) for b in coupled}
         couplings = dict(self._couplings)
@@ -632,9 +632,7 @@ class PipelineAgent:
         except self._source_errors() as exc:
             raise self._source_down(exc) from None
         cp.resolve_defaults(defaults)
-        if any(b.coupled for b in layout.barriers):
-            self._couplings = self.store.couplings()
-            cp.couple(self._couplings)
+        self._couplings = dict(cp.couplings)  # the steps the store's checkpoints came with
         starts = cp.start_offsets()
         held = sorted(offset_key(*tp) for tp in cp.blocked_partitions())  # left out of the read plan
         shape = (tuple(sorted(layout.topics.items())), json.dumps(self._slots(layout)))

@@ -593,10 +593,14 @@ def test_prometheus_credentials_and_huge_override_values_reach_no_journal_and_no
     assert status.returncode == 0 and "hunter2" not in status.stdout and len(status.stdout) < 20_000
 
 
-def test_a_multiplied_partition_count_waits_out_adopt_after_s_and_a_bad_one_is_refused(redis_server, job, tmp_path):
+def test_a_multiplied_partition_count_is_adopted_at_once_coupled_until_adopt_after_s_and_a_bad_one_is_refused(
+        redis_server, job, tmp_path):
     """The expansion step on a manual clock: the pipeline's report (written here through the
-    store, as the pipeline writes it) is adopted only after `adopt_after_s`, at once when an
-    operator asks, and a count that is not a multiple is named in every decision."""
+    store, as the pipeline writes it) is adopted at the next tick, its new partitions coupled to
+    their parents until `adopt_after_s` after the broker had them; an operator's request adopts
+    behind barriers; a count that is not a multiple is named in every decision."""
+    import time as _time
+
     from autosizer.clock import ManualClock
     from autosizer.elasticity.topology import Topology
 
@@ -609,14 +613,12 @@ def test_a_multiplied_partition_count_waits_out_adopt_after_s_and_a_bad_one_is_r
     tick = build_tick(config, clock=clock)
     now_ms = int(clock.time() * 1000)
     ends = {("orders", p): 10 * p for p in range(4)}
-    store.report_topology(Topology({"orders": 8}, {"orders": now_ms}, ends, now_ms))
-    waiting = tick()
-    assert waiting.outcome == "hold", waiting  # Prometheus is not there: the policy holds
-    assert "partition expansion orders 4 -> 8 seen on the broker 0s ago: adopted after 60s" in waiting.reason
-    clock.advance(61)
+    store.report_topology(Topology({"orders": 8}, {"orders": now_ms - 5_000}, ends, now_ms))
     adopted = tick()
     assert adopted.outcome == "dry_run", adopted
-    assert "partition expansion orders 4 -> 8; barriers orders[0]@0, orders[1]@10" in adopted.reason
+    until = _time.strftime("%H:%M:%S", _time.gmtime((now_ms - 5_000 + 60_000) / 1000))
+    assert (f"partition expansion orders 4 -> 8; new partitions read behind their parents until {until} UTC, "
+            "then free") in adopted.reason, adopted.reason
     assert "would adopt partition counts {'orders': 8}" in adopted.reason
 
     store.report_topology(Topology({"orders": 6}, {"orders": now_ms}, ends, now_ms))

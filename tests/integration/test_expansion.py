@@ -1,6 +1,8 @@
 """Partition expansion at run time (SEP-5), every part its own real process: the broker grows the
-topic with CreatePartitions while the Spark pipeline runs and the daemon watches; then the factor
-changes. Every record exactly once, per-key order kept across the expansion."""
+topic with CreatePartitions while the Spark pipeline runs and the daemon watches; the daemon adopts
+it at once and the new partitions are read behind their parents while the producer still writes
+the moved keys to their old partitions; then the factor changes. Every record exactly once,
+per-key order kept across the expansion."""
 
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def test_expansion_4_to_8_while_running_then_factor_4_to_2_keeps_every_key_in_or
     with EmbeddedPrometheus([f"127.0.0.1:{port}"], tmp_path / "prometheus") as prometheus:
         pipeline = start_pipeline(redis_server.url, broker.bootstrap, job, out, tmp_path / "pipeline.log", port)
         config = write_config(tmp_path / "daemon.toml", job, redis_server.url, prometheus.url,
-                              daemon={"adopt_after_s": 3.0})
+                              daemon={"adopt_after_s": 60.0})
         daemon = start_daemon(config, tmp_path / "daemon.log")
         try:
             producer.start()
@@ -89,16 +91,21 @@ def test_expansion_4_to_8_while_running_then_factor_4_to_2_keeps_every_key_in_or
             assert store.layout().topics == {"orders": 4}
             assert "expansion.refused" in (tmp_path / "daemon.log").read_text()
 
-            # 6 -> 8 is: producers move half the keys to partitions 4-7, the daemon adopts it.
+            # 6 -> 8 is: the daemon adopts it at its next tick, the producer still writing every
+            # key to partitions 0-3; it moves half of them to partitions 4-7 only after.
             broker.add_partitions("orders", 8)
-            producer.switch(8)
             wait_until(lambda: any(d["outcome"] == "expand" for d in decisions.last(20)), 120,
                        "the expansion's decision")
             assert store.layout().topics == {"orders": 8}
             adopted = next(d for d in decisions.last(50) if d["outcome"] == "expand")
-            assert adopted["reason"].startswith("partition expansion orders 4 -> 8; barriers orders[0]@")
-            wait_until(lambda: not store.checkpoints().blocked_partitions(), 120,
-                       "every parent past its barrier")
+            assert adopted["reason"].startswith(
+                "partition expansion orders 4 -> 8; new partitions read behind their parents until "), adopted
+            producer.switch(8)
+            wait_until(lambda: any(int(v.split(b":")[0]) >= 4 for v in read_committed(out).column("value").to_pylist()),
+                       120, "a moved key's record read from its new partition")
+            (until_ms,) = {b.until_ms for b in store.layout().barriers}
+            assert time.time() * 1000 < until_ms, "read behind the parents, not after adopt_after_s"
+            assert not store.checkpoints().blocked_partitions()
             # marked as an expansion: the daemon's ticks hold for a rate window after it (tick.py)
             assert last_rescale(store).expansion
 

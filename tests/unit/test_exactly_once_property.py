@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autosizer.elasticity import Checkpoints, Layout, key_hash
+from autosizer.elasticity.coupling import Coupling
 
 EXAMPLES = int(os.environ.get("AUTOSIZER_PROPERTY_EXAMPLES", "1200"))
 FACTORS = [1, 2, 4, 8, 16, 32, 64]
@@ -32,15 +33,18 @@ class Log:
         self.seq += 1
 
 
-def run_step(cp: Checkpoints, log: Log, processed: list, draw_fraction, *, finish=False) -> None:
+def run_step(cp: Checkpoints, log: Log, processed: list, draw_fraction, *, finish=False,
+             limits=False) -> None:
     blocked = cp.blocked_partitions()
     starts = cp.start_offsets()
+    stops = cp.read_limits() if limits else {}
     batch: dict[tuple[str, int], tuple[int, int]] = {}
     for tp, start in starts.items():
         if tp in blocked:
             continue
         begin = 0 if start is None else start
         size = len(log.partitions[tp])
+        size = max(begin, min(size, stops.get(tp, size)))  # a coupled child: its parent's leave
         end = begin + int(round(draw_fraction() * max(0, size - begin)))
         batch[tp] = (begin, end)
     for task in cp.layout.virtual_tasks():
@@ -148,5 +152,85 @@ def test_expansions_keep_exactly_once_and_key_order(grouper, first, ops, fractio
             new_layout = cp.layout.with_factor(op if op != "expand" else cp.layout.factor)
         cp = cp.migrate(new_layout)
         run_step(cp, log, processed, lambda: next(fraction))
+    drain(cp, log, processed)
+    check(log, processed, order_within_partition=False)
+
+
+def take_steps(cp: Checkpoints, log: Log, couplings: dict, child_ends: dict, free_below: int,
+               close_now) -> dict:
+    """The pipeline's probe (`PipelineAgent._take_steps`): per coupled child a step of its end at
+    the last probe and its parent's end now, or, once every producer writes its keys where the
+    child's count puts them (`free_below`: children below it have all their keys), the last."""
+    coupled = [b for b in cp.layout.barriers if b.coupled]
+    for b in coupled:
+        child, parent = (b.topic, b.partition), (b.topic, b.parent)
+        was = couplings.get(child, Coupling())
+        if was.final is None and b.partition < free_below and close_now():
+            now = was.close(len(log.partitions[parent]))
+        elif was.final is None and child in child_ends:
+            now = was.step(child_ends[child], len(log.partitions[parent]))
+        else:
+            now = was
+        couplings[child] = now.pruned(cp.parent_done(b.topic, b.parent))
+    cp.couple(couplings)
+    return {(b.topic, b.partition): len(log.partitions[(b.topic, b.partition)]) for b in coupled}
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    grouper=st.sampled_from(["fixed", "partition", "topic-partition"]),
+    first=st.sampled_from(FACTORS),
+    ops=st.lists(
+        st.tuples(
+            st.one_of(st.sampled_from(FACTORS), st.just("expand")),
+            st.lists(st.tuples(st.integers(0, 2), keys), max_size=12),
+            st.lists(st.booleans(), min_size=3, max_size=3),  # which producers refresh after
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    fractions=st.lists(st.floats(0, 1), min_size=8, max_size=64),
+)
+def test_coupled_expansions_keep_exactly_once_and_key_order_while_producers_move(grouper, first, ops, fractions):
+    """Adopted at once, each new partition read behind its parent: three producers, each moving
+    its keys only when it refreshes its metadata, probes between their writes."""
+    fraction = itertools.cycle(fractions)
+    log = Log()
+    cp = Checkpoints.initial(Layout(topics={"a": 2}, factor=first, grouper=grouper))
+    known = [2, 2, 2]  # the partition count each producer writes by
+    couplings: dict = {}
+    child_ends: dict = {}
+    processed: list = []
+
+    def probe(close: bool = False) -> None:
+        nonlocal child_ends
+        child_ends = take_steps(cp, log, couplings, child_ends, min(known),
+                                (lambda: True) if close else (lambda: next(fraction) < 0.5))
+
+    for op, messages, refresh in ops:
+        for i, (producer, key) in enumerate(messages):
+            # order is per producer (Kafka orders no two producers' writes of a key): its own keys
+            key = None if key is None else bytes([producer]) + key
+            log.produce("a", murmur_like_partition(key, known[producer], log.seq), key)
+            if i % 3 == 2:
+                probe()
+        run_step(cp, log, processed, lambda: next(fraction), limits=True)
+        probe()
+        count = cp.layout.topics["a"]
+        if op == "expand" and count < 16:
+            new_layout = cp.layout.with_partitions({"a": count * 2}, until_ms=1)
+        else:
+            new_layout = cp.layout.with_factor(op if op != "expand" else cp.layout.factor)
+        cp = cp.migrate(new_layout)
+        cp.couple(couplings)
+        known = [cp.layout.topics["a"] if r else k for k, r in zip(known, refresh, strict=True)]
+        run_step(cp, log, processed, lambda: next(fraction), limits=True)
+        probe()
+    known = [cp.layout.topics["a"]] * 3
+    for _ in range(4):  # the producers refreshed, the coupling's last steps, then all is read
+        probe(close=True)
+        run_step(cp, log, processed, lambda: 1.0, finish=True, limits=True)
+    probe(close=True)
+    assert all(c.final is not None for c in couplings.values())
     drain(cp, log, processed)
     check(log, processed, order_within_partition=False)
