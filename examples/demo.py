@@ -117,7 +117,8 @@ def main() -> None:
     parser.add_argument("--expand-at", type=float,
                         help=f"grow the topic {PARTITIONS} -> {2 * PARTITIONS} partitions this many seconds into "
                              "the watched run, the producer moving half the keys at once; the daemon adopts "
-                             "the new count 20 s later (the demo's `adopt_after_s`)")
+                             "the new count at its next tick and reads the new partitions behind their "
+                             "parents for 20 s (the demo's `adopt_after_s`)")
     parser.add_argument("--cluster", action="store_true",
                         help=f"run the pipeline on a standalone Spark cluster ({CLUSTER_CORES} cores, started "
                              "from the pyspark package) instead of local[2]")
@@ -217,7 +218,8 @@ def run(duration: float, png: Path | None, after: Callable[[Finished], None] | N
     it left them there, `Checkpoints.from_partition_offsets`, as `autosizer init --offset` adopts
     them), so their offsets sit that far past 2 and 3. `expand_at` grows the topic to twice its
     partitions that many seconds into the watched run, the producer moving half the keys at once
-    (`grow`); the daemon adopts the count after `adopt_after_s`. `cluster` runs the pipeline
+    (`grow`); the daemon adopts the count at its next tick, the new partitions read behind
+    their parents until `adopt_after_s`. `cluster` runs the pipeline
     on a standalone Spark cluster (one worker with `CLUSTER_CORES`, the executors in their own
     JVM) instead of `local[2]`: the engine a deployment runs.
     True when the job kept up with the step."""
@@ -426,7 +428,8 @@ def last_decision(journal: DecisionJournal) -> str:
 
 def grow(broker: EmbeddedBroker, load: StepLoad, partitions: int) -> str:
     """Grow the topic and move the producer's keys to the new count at once, as producers that
-    refreshed their metadata do (the daemon waits `adopt_after_s` for the slow ones)."""
+    refreshed their metadata do (the new partitions are read behind their parents for
+    `adopt_after_s`, for the slow ones)."""
     before = load.partitions
     broker.add_partitions(load.topic, partitions)
     load.move_keys(partitions)

@@ -120,8 +120,8 @@ def waiting_under(layout: Layout, counts: Mapping[str, int]) -> dict[TopicPartit
     """Partitions the broker has that the layout has not adopted yet, each under the partition
     its keys moved from (`p % the layout's count`), where the count is a multiple the daemon
     will adopt (a refused count's partitions wait for an operator, not for the job). Producers
-    move keys to them as they refresh their metadata, for up to `adopt_after_s` before the
-    layout reads them: their records are the topic's input all the same. Counted nowhere (before
+    move keys to them as they refresh their metadata, from before the daemon's next tick adopts
+    them: their records are the topic's input all the same. Counted nowhere (before
     session 58), once producers had moved half the keys of a 4 -> 8 expansion the daemon's input
     read half of what arrived until the adoption (from the code; no run measured it)."""
     waiting: dict[TopicPartition, TopicPartition] = {}

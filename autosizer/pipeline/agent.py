@@ -488,7 +488,7 @@ class PipelineAgent:
         new partitions an expansion not adopted yet moved its keys to (`topology.waiting_under`),
         plus what its adopted children had when they joined (so that it never falls). Its
         backlog stays its own: the waiting records are read after the daemon adopts them
-        (`adopt_after_s`), however many tasks read the parent."""
+        (its next tick), however many tasks read the parent."""
         for child, (parent, end) in self._waiting.items():
             if child in ends:  # adopted since the last probe
                 self._folded[parent] = self._folded.get(parent, 0) + end
