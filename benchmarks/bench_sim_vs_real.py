@@ -165,7 +165,7 @@ def replay(series: dict, start: float, end: float, config_path: Path, rescales: 
     fitted = fitted_run(series, start, end)
     # the actuator's lag check after a scale-down, as the daemon ran it
     job = dataclasses.replace(fitted.job, verify_window_s=float(
-        config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)),
+        config.actuator.settings.get("verify_window_s", VERIFY_WINDOW_S)), adopt_after_s=config.daemon.adopt_after_s,
         lag_probe_age_s=0.0 if one_moment_gauge else legacy_lag_probe_age(series),
         input_over_scrapes=input_over_scrapes)
     guards = config.guards

@@ -348,10 +348,16 @@ def _served(ready, slow, capacity, pace, seconds):  # pragma: no cover
 # (their parents' backlog) and read nothing past `stop` before second `lift`; a closed partition
 # reads nothing past `end`, its last record, ever; an expansion's new partition waits for its
 # parent (`parent`, the partition whose keys it takes; -1: none) to pass the `barrier`
-# position; a held partition's records below position `dense[:, 1]` count `dense[:, 0]` times
+# position, and where it is coupled (`trail` >= 0, session 87) reads until then only the input
+# `trail` seconds older than its parent's position; a held partition's records below position `dense[:, 1]` count `dense[:, 0]` times
 # its share (`_records`). Where none binds, the kernels get None instead and numba compiles
 # them without (session 60's limits, read everywhere, cost a week's run 12-23%).
-_Limits = namedtuple("_Limits", "mark pace stop lift end parent barrier dense")
+_Limits = namedtuple("_Limits", "mark pace stop lift end parent barrier dense trail")
+# How far a coupled expansion child's reads trail its parent's (`coupling`): a step pairs the
+# child's end at the probe before (the pipeline's lag probe, every `lag_probe_seconds`, 1 s) with
+# the parent's end now; the read plan's own delay, a batch planned from the last commit, the
+# batch model has already.
+COUPLING_TRAIL_S = 1.0
 
 
 def _binding(limits: _Limits) -> bool:
@@ -387,19 +393,27 @@ def _rescaled(dense: list[float], was: float, share: float) -> tuple[float, floa
 
 
 @njit(cache=True, nogil=True)
-def _barrier_passed(x, arrivals, limits, passed):  # pragma: no cover
+def _barrier_passed(x, arrivals, limits, passed, behind, cum, rate):  # pragma: no cover
     """Sets `passed[p]`: whether partition p may be read past the barrier: it waits for no parent,
     or every queue of its parent (an expansion's partition whose keys it takes) has processed
-    its input up to the barrier position. Unset where no limits are given: nothing reads it."""
+    its input up to the barrier position; and `behind[p]`, where a coupled child that has not
+    may read up to: the input `limits.trail` seconds older than its parent's slowest queue
+    (-inf: no further than it is). Unset where no limits are given: nothing reads it."""
     if limits is None:
         return
     for p in range(arrivals.shape[0]):
         parent = limits.parent[p]
         passed[p] = True
+        behind[p] = -np.inf
         if parent >= 0 and limits.barrier != -np.inf:
+            slowest = np.inf
             for q in range(2):
+                if arrivals[parent, q] > 0:
+                    slowest = min(slowest, x[parent, q])
                 if arrivals[parent, q] > 0 and x[parent, q] < limits.barrier - 1e-9:
                     passed[p] = False
+            if not passed[p] and limits.trail >= 0 and slowest < np.inf:
+                behind[p] = _cum_at(cum, rate, max(0.0, _arrived_at(cum, rate, slowest) - limits.trail))
 
 
 @njit(cache=True, nogil=True)
@@ -423,16 +437,17 @@ def _found(limits, arrivals, x, now):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _reach(limits, p, c, now, passed, floor):  # pragma: no cover
+def _reach(limits, p, c, now, passed, floor, behind):  # pragma: no cover
     """How far partition p's queues may read at input position c, at second `now` (absolute):
     c, but not past a re-shard's parents' last record before the children are read (`stop`,
     `lift`), nor past a closed partition's own last record (`end`), nor past `floor` for an
-    expansion's new partition before its parent `passed` the barrier."""
+    expansion's new partition before its parent `passed` the barrier, or past where its
+    parent lets a coupled one (`behind`)."""
     if limits is None:
         return c
     until = min(c, limits.end[p])
     until = min(until, limits.stop[p]) if now < limits.lift[p] else until
-    return until if passed[p] else min(until, floor)
+    return until if passed[p] else min(until, max(floor, behind[p]))
 
 
 @njit(cache=True, nogil=True)
@@ -458,16 +473,17 @@ def _fluid(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, limits)
     lag_records, lag_seconds, x_end, ages, processed, x_drained = _buffers(seconds, tick, partitions)
     idle = np.zeros((partitions, 2))
     passed = np.ones(partitions, dtype=np.bool_)
+    behind = np.full(partitions, -np.inf)
     _found(limits, arrivals, x, t0)  # parents done before the block: at the layout's change, or a drain
     for s in range(seconds):
         k = s // tick
         if s >= down_s:
             c = cum[t0 + s + 1]
-            _barrier_passed(x, arrivals, limits, passed)
+            _barrier_passed(x, arrivals, limits, passed, behind, cum, rate)
             for p in range(partitions):
                 for q in range(2):
                     if arrivals[p, q] > 0 and capacity[k, p, q] > 0:
-                        until = _reach(limits, p, c, t0 + s, passed, x[p, q])
+                        until = _reach(limits, p, c, t0 + s, passed, x[p, q], behind)
                         _, done, _ = _work(arrivals[p, q], x[p, q], until, capacity[k, p, q], 1.0, limits, p)
                         processed[k, p, q] += done
                         x[p, q] = _advance(arrivals[p, q], x[p, q], done, limits, p)
@@ -522,6 +538,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
     flight = np.zeros((partitions, 2))
     idle = np.zeros((partitions, 2))
     passed = np.ones(partitions, dtype=np.bool_)  # whether each partition may read past the barrier
+    behind = np.full(partitions, -np.inf)  # and how far a coupled one may read before it has
     _found(limits, arrivals, x, t0)  # parents done before the block: at the layout's change, or a drain
     s = 0  # the next second to sample
     before, committed = 0.0, -np.inf  # the last commit (absolute), and the oldest arrival until it
@@ -535,7 +552,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
         k = min(int(start) // tick, ticks - 1)
         c = _cum_at(cum, rate, t0 + start + min(boundary_s, first_commit))
         work, admitted, full, fill = 0.0, 0.0, False, 0.0
-        _barrier_passed(x, arrivals, limits, passed)
+        _barrier_passed(x, arrivals, limits, passed, behind, cum, rate)
         for p in range(partitions):
             slowest = min(x[p, 0] if arrivals[p, 0] > 0 else np.inf, x[p, 1] if arrivals[p, 1] > 0 else np.inf)
             span = run_ahead * batch_s * (capacity[k, p, 0] + capacity[k, p, 1])
@@ -543,7 +560,7 @@ def _batches(cum, rate, t0, seconds, tick, arrivals, capacity, x0, down_s, weigh
                 span *= max(1.0, limits.pace[p])
             # the run-ahead counts records: where a stretch holds more (or fewer) than the
             # partition's share, it spans fewer (more) positions (`_advance`)
-            end = min(_reach(limits, p, c, t0 + start, passed, slowest),
+            end = min(_reach(limits, p, c, t0 + start, passed, slowest, behind),
                       _advance(max(weights[p], 1e-12), slowest, span, limits, p))
             if span > 0:
                 fill = max(fill, min(1.0, _records(weights[p], slowest, end, limits, p) / span))
@@ -674,6 +691,7 @@ class _Model:
         self.end = np.full(len(members), np.inf)
         self.parent = np.full(len(members), -1, dtype=np.int64)
         self.barrier = -np.inf
+        self.trail = -1.0  # not coupled
         self.dense = np.tile(np.array([1.0, -np.inf]), (len(members), 1))
 
     def hold(self, weights: tuple[float, ...], since: float) -> None:
@@ -714,7 +732,8 @@ class _Model:
 
     def relayout(self, base: JobModel, weights: tuple[float, ...], x: np.ndarray, at: int,
                  held_from: float | None = None, closed: float | None = None, read_at: float = 0.0,
-                 passed: tuple[bool, ...] = (), waiting: tuple[float, ...] = ()) -> np.ndarray:
+                 passed: tuple[bool, ...] = (), waiting: tuple[float, ...] = (),
+                 coupled_until: float | None = None) -> np.ndarray:
         """Read the partitions `weights` gives a share to from here on (a re-shard, an
         expansion). A partition read before keeps its position; a new one starts from the
         input at `held_from` where it waited since then (`hold`), else from the old layout's
@@ -773,13 +792,15 @@ class _Model:
             index = {p: i for i, p in enumerate(members)}
             self.parent = np.array([index[old[p % len(old)]] if p in waiting else -1 for p in members])
             self.barrier = float(self.cum[at])
+            if coupled_until is not None and coupled_until > at:  # read behind their parents till then
+                self.barrier, self.trail = float(_cum_at(self.cum, self.rate, coupled_until)), COUPLING_TRAIL_S
         return np.array([kept.get(p, (start, start)) for p in members], dtype=np.float64)
 
     def limits(self) -> _Limits | None:
         """What the layout changes so far hold each partition to, for the kernels; None where
         they hold none (most blocks of a run), which the kernels are compiled for on their own."""
         limits = _Limits(self.mark, self.pace, self.stop, self.lift, self.end, self.parent, float(self.barrier),
-                         self.dense)
+                         self.dense, float(self.trail))
         return limits if _binding(limits) else None
 
     def arrivals(self, factor: int) -> np.ndarray:
@@ -1031,6 +1052,9 @@ class _LayoutEvent:
     restarts: bool = False
     closed: float | None = None  # a re-shard's parents took their last record then (lead-in counted)
     close: bool = False  # only that: the partitions it retires read nothing past it (`_Model.close`)
+    # a growth's new partitions are read behind their parents until then (`JobModel.adopt_after_s`
+    # after they took their first records; lead-in counted)
+    coupled_until: float | None = None
     retired: tuple[bool, ...] = ()  # with `close`: each of the run's partitions, read before the change and not after
     read_at: float = 0.0  # when the pipeline first read its new partitions (lead-in counted)
     passed: tuple[bool, ...] = ()  # an expansion's new partitions whose parents passed its barrier before the restart
@@ -1054,7 +1078,8 @@ def _layout_events(job: JobModel, lead: int, tick: int) -> list[_LayoutEvent]:
                                        retired=tuple(p in read and not w > 0 for p, w in enumerate(weights))))
         events.append(_LayoutEvent(adopt, weights, held_from=lead + at - wait if held < adopt else None,
                                    restarts=restarts, closed=lead + closed if closed else None,
-                                   read_at=lead + at, passed=passed, waiting=waiting))
+                                   read_at=lead + at, passed=passed, waiting=waiting,
+                                   coupled_until=None if closed else lead + at - wait + job.adopt_after_s))
     return sorted(events, key=lambda event: event.at)  # a closing can come before the change before it
 
 
@@ -1137,7 +1162,8 @@ def simulate(workload: Workload, job: JobModel, policy: Policy, guards: Guards |
                 model.close(event.closed, event.retired)
             else:
                 x = model.relayout(job, event.weights, x, event.at, held_from=event.held_from, closed=event.closed,
-                                   passed=event.passed, read_at=event.read_at, waiting=event.waiting)
+                                   passed=event.passed, read_at=event.read_at, waiting=event.waiting,
+                                   coupled_until=event.coupled_until)
         end = lead if t < lead else min(total, t + block_ticks * tick, *(e.at for e in relayouts[:1]))
         block = model.block(t, end, factor, x, down_s, keeping_up=t < lead,
                             past=(_gauge(job, run.lag_records, run.lag_records_mean)[:t], run.lag_seconds[:t]))

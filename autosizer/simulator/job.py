@@ -196,6 +196,11 @@ class JobModel:
     # batch of 0.6 s, the parents' alone), e8 and e9 with none (3.4 s, all of them), e11 with one
     # of four. False: it waits until its parent (partition p % n of the n kept) passed the barrier.
     layout_barrier_passed: tuple[tuple[bool, ...], ...] = ()
+    # The daemon's `adopt_after_s`: a growth's new partitions are read behind their parents
+    # (`coupling`) until this long after they took their first records, then freely; where the
+    # adoption came later (a run before session 87, or an operator's `layout expand --apply`,
+    # which this cannot tell from one), behind the barrier at the adoption as before.
+    adopt_after_s: float = 300.0
     # Whether the pipeline had measured a batch's fixed cost when the run began: it does so only
     # from a batch that left records it read (overran its deadline, or was cut at work by a
     # drain) and followed a saturated one, and until then the daemon reads the commit
@@ -237,6 +242,7 @@ class JobModel:
             "scrape_interval_s": (self.scrape_interval_s >= 0, "0 or more"),
             "lag_probe_age_s": (self.lag_probe_age_s >= 0, "0 or more"),
             "verify_window_s": (self.verify_window_s >= 0, "0 or more"),
+            "adopt_after_s": (0 <= self.adopt_after_s <= 86400, "from 0 to 86400"),
             "partition_limit": (self.partition_limit > 0, "above 0 (inf: no limit)"),
             "tasks_per_slot": (self.tasks_per_slot >= 1, "1 or more"),
             "batch_seconds": (self.batch_seconds >= 0, "0 or more"),

@@ -1680,13 +1680,15 @@ class Seen(Fixed):
         return super().decide(observation, state)
 
 
-def _grown(wait: float, restarts: bool = True) -> JobModel:
+def _grown(wait: float, restarts: bool = True, adopt_after_s: float | None = None) -> JobModel:
     """Two partitions grown to four at 600 s (a Kafka expansion's adoption), the producers
-    having moved half the keys `wait` seconds before."""
+    having moved half the keys `wait` seconds before; by default a daemon that adopted once
+    `adopt_after_s` was over (before session 87), the new partitions then behind a barrier."""
     return JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
                     restarts_measured_s=(5.0,), partition_weights=(0.5, 0.5, 0.0, 0.0),
                     layout_changes_s=(600.0,), layout_weights=((0.25, 0.25, 0.25, 0.25),),
-                    layout_waits_s=(wait,), layout_restarts=(restarts,))
+                    layout_waits_s=(wait,), layout_restarts=(restarts,),
+                    adopt_after_s=wait if adopt_after_s is None else adopt_after_s)
 
 
 def test_an_expansions_new_partitions_wait_unread_until_adopted_and_their_input_counts_under_their_parents():
@@ -1735,6 +1737,28 @@ def test_an_expansions_new_partitions_are_not_read_before_their_parents_pass_the
     assert run.lag_records[900] < run.lag_records[829]  # four tasks for 300/s from 830 s
 
 
+def test_a_coupled_expansions_new_partitions_are_read_behind_their_parents_until_adopt_after_s():
+    """The same 300/s, 50,000 behind, adopted at 600 s 100 s after the producers moved, by a
+    daemon of session 87 (`adopt_after_s` 300: coupled until 800 s). A new partition is read as
+    far as its parent has got, less a probe's second (`COUPLING_TRAIL_S`): its records (from
+    500 s) wait while the parents work through what came before them, then drain behind them,
+    where behind the barrier at the adoption they wait for the parents to pass the input at
+    600 s (830 s); the oldest record is then a parent's, not a child's."""
+    load = workloads.constant(300, seconds=1200, noise=0)
+    coupled = simulate(load, _grown(100.0, adopt_after_s=300.0), Fixed(1), tick_s=15)
+    barrier = simulate(load, _grown(100.0), Fixed(1), tick_s=15)
+    # the same until the parents reach the children's first records
+    assert coupled.lag_records[:750].tolist() == barrier.lag_records[:750].tolist()
+    assert coupled.lag_records[800] < barrier.lag_records[800] - 5_000  # the children read behind them
+    assert coupled.lag_records[829] < barrier.lag_records[829] - 10_000
+    assert barrier.lag_seconds[829] == pytest.approx(329, abs=2)  # a child's, waiting since 500 s
+    assert coupled.lag_seconds[829] < 240
+    assert coupled.lag_records[-1] < barrier.lag_records[-1]
+    # a coupling over before the adoption (the wait outlasted adopt_after_s) is the barrier
+    over = simulate(load, _grown(100.0, adopt_after_s=50.0), Fixed(1), tick_s=15)
+    assert over.lag_records.tolist() == barrier.lag_records.tolist()
+
+
 def test_an_expansions_new_partitions_whose_parents_passed_the_barrier_before_the_restart_are_read_at_once():
     """The same expansion where the last batch before the drain had passed the barrier (runs e8
     and e9, `JobModel.layout_barrier_passed`): the first batch after the restart reads the new
@@ -1760,7 +1784,7 @@ def test_an_expansions_new_partition_waits_for_its_own_parent_not_the_slowest_ke
     job = JobModel(partitions=4, process_seconds=0.01, process_cv=0.0, batch_seconds=0,
                    restarts_measured_s=(5.0,), partition_weights=(0.2, 0.8, 0.0, 0.0),
                    layout_changes_s=(600.0,), layout_weights=((0.1, 0.4, 0.1, 0.4),),
-                   layout_waits_s=(100.0,), layout_restarts=(True,))
+                   layout_waits_s=(100.0,), layout_restarts=(True,), adopt_after_s=100.0)
     run = simulate(workloads.constant(150, seconds=1200, noise=0), job, Fixed(1), tick_s=15)
     assert run.lag_records[499] == pytest.approx(10_000, rel=0.01)
     parent = 6_300 - 40 * (650 - 605)  # partition 1 at 650 s; partition 0 and its child drained
