@@ -283,11 +283,14 @@ def _checkpoints_show(args: argparse.Namespace) -> None:
         print(cp.to_json())
         return
     starts = cp.start_offsets()
-    blocked = cp.blocked_partitions()
+    blocked, limits = cp.blocked_partitions(), cp.read_limits()
+
+    def held(tp: tuple[str, int]) -> str:  # a coupled child read in part: up to its parent's leave
+        return "yes" if tp in blocked else (f"below {limits[tp]} (behind its parent)" if tp in limits else "")
+
     print(f"job {args.job}  generation {cp.layout.generation}  factor {cp.layout.factor}")
     print(format_table(
-        [{"partition": f"{t}[{p}]", "start": s, "blocked": "yes" if (t, p) in blocked else ""}
-         for (t, p), s in sorted(starts.items())],
+        [{"partition": f"{t}[{p}]", "start": s, "blocked": held((t, p))} for (t, p), s in sorted(starts.items())],
         ["partition", "start", "blocked"],
     ))
     print()

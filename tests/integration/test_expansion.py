@@ -6,6 +6,7 @@ per-key order kept across the expansion."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -19,7 +20,7 @@ from autosizer.elasticity.store import MetadataStore
 from autosizer.embedded import EmbeddedPrometheus, free_port
 from autosizer.pipeline.agent import KafkaOffsets
 from autosizer.pipeline.sinks import read_committed
-from tests.daemon_harness import start_daemon, start_pipeline, stop, write_config
+from tests.daemon_harness import AUTOSIZER, start_daemon, start_pipeline, stop, write_config
 from tests.integration.test_pipeline import check_exactly_once_in_key_order, wait_until
 
 pytestmark = pytest.mark.integration
@@ -104,8 +105,12 @@ def test_expansion_4_to_8_while_running_then_factor_4_to_2_keeps_every_key_in_or
             wait_until(lambda: any(int(v.split(b":")[0]) >= 4 for v in read_committed(out).column("value").to_pylist()),
                        120, "a moved key's record read from its new partition")
             (until_ms,) = {b.until_ms for b in store.layout().barriers}
+            shown = subprocess.run([AUTOSIZER, "checkpoints", "show", "--job", job, "--redis", redis_server.url],
+                                   capture_output=True, text=True, timeout=60)
             assert time.time() * 1000 < until_ms, "read behind the parents, not after adopt_after_s"
-            assert not store.checkpoints().blocked_partitions()
+            children = [line for line in shown.stdout.splitlines() if line.startswith(("orders[4]", "orders[5]",
+                                                                                        "orders[6]", "orders[7]"))]
+            assert len(children) == 4 and "(behind its parent)" in shown.stdout, shown.stdout
             # marked as an expansion: the daemon's ticks hold for a rate window after it (tick.py)
             assert last_rescale(store).expansion
 
