@@ -120,13 +120,17 @@ def murmur_like_partition(key: bytes | None, count: int, seq: int) -> int:
     return (key_hash(key, seq) >> 7) % count if key is not None else seq % count
 
 
+GROUPERS = st.sampled_from(["fixed", "partition", "topic-partition"])
+FACTOR_OR_EXPAND = st.one_of(st.sampled_from(FACTORS), st.just("expand"))
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    grouper=st.sampled_from(["fixed", "partition", "topic-partition"]),
+    grouper=GROUPERS,
     first=st.sampled_from(FACTORS),
     ops=st.lists(
         st.tuples(
-            st.one_of(st.sampled_from(FACTORS), st.just("expand")),
+            FACTOR_OR_EXPAND,
             st.lists(keys, max_size=12),
         ),
         min_size=1,
@@ -178,11 +182,11 @@ def take_steps(cp: Checkpoints, log: Log, couplings: dict, child_ends: dict, fre
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    grouper=st.sampled_from(["fixed", "partition", "topic-partition"]),
+    grouper=GROUPERS,
     first=st.sampled_from(FACTORS),
     ops=st.lists(
         st.tuples(
-            st.one_of(st.sampled_from(FACTORS), st.just("expand")),
+            FACTOR_OR_EXPAND,
             st.lists(st.tuples(st.integers(0, 2), keys), max_size=12),
             st.lists(st.booleans(), min_size=3, max_size=3),  # which producers refresh after
         ),
