@@ -141,7 +141,7 @@ class Checkpoints:
 
     def blocked_partitions(self) -> frozenset[TopicPartition]:
         """Expansion children that must not be read yet: a parent is not done below its barrier,
-        or a coupled child's parent has passed none of its steps.
+        or a coupled child's lineage has passed none of its steps.
 
         The pipeline reads none of these in a batch; once every task of the parent has passed
         the barrier, the child starts at its beginning, so each moved key's old messages come first.
@@ -162,7 +162,7 @@ class Checkpoints:
 
     def read_limits(self) -> dict[TopicPartition, int]:
         """Coupled children read in part: the offset each may be read up to (below), behind its
-        parent (`coupling`). Children free or blocked are not in it."""
+        lineage (`coupling`). Children free or blocked are not in it."""
         blocked = self.blocked_partitions()
         out: dict[TopicPartition, int] = {}
         for barrier in self.layout.barriers:
@@ -180,9 +180,10 @@ class Checkpoints:
         self._couplings = dict(couplings)
         self._blocked = None
 
-    def parent_done(self, topic: str, parent: int) -> int | None:
-        """The lowest next offset of the tasks that read a parent partition (None: not started)."""
-        return self._done((topic, parent))
+    def lineage_done(self, topic: str, partition: int) -> tuple[int | None, ...]:
+        """Per ancestor of a child (`Layout.lineage`), the lowest next offset of the tasks that
+        read it (None: one has not started)."""
+        return tuple(self._done((topic, a)) for a in self.layout.lineage(topic, partition))
 
     def _done(self, parent: TopicPartition) -> int | None:
         nexts = [self._progress[t.name][parent].next for t in self.layout.readers(*parent)]
@@ -190,7 +191,7 @@ class Checkpoints:
 
     def _coupling_limit(self, barrier: Barrier) -> int | None:
         coupling = self._couplings.get((barrier.topic, barrier.partition), Coupling())
-        return coupling.limit(self._done((barrier.topic, barrier.parent)))
+        return coupling.limit(self.lineage_done(barrier.topic, barrier.partition))
 
     def accepts(
         self, task_name: str, topic: str, partition: int, offset: int, key_hash: int

@@ -76,7 +76,7 @@ class JobKeys:
         self.agent = self.key("agent")
         self.backoff = self.key("backoff")
         self.topology = self.key("topology")  # the broker's partition counts, while they differ
-        self.coupling = self.key("coupling")  # coupled expansion children's steps behind their parents
+        self.coupling = self.key("coupling")  # coupled expansion children's steps behind their lineage
         self.expand = self.key("expand")  # an operator's `layout expand --apply`, until adopted
         self.sink = self.key("sink")  # the Kafka sink's topic ends after its last committed batch
 

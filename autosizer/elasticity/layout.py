@@ -48,8 +48,9 @@ class Barrier:
     order. `offset` is None until the actuator has read the parent's end offset (`resolve_barriers`),
     and an unresolved barrier keeps the child unread.
 
-    A coupled child (`until_ms` set, `offset` None) is read behind its parent instead, step by
-    step, until the producers have moved its keys at `until_ms` (`coupling`): the daemon adopts
+    A coupled child (`until_ms` set, `offset` None) is read behind its parent (and the parent's
+    own parents, `Layout.lineage`) instead, step by step, until the producers have moved its
+    keys at `until_ms` (`coupling`): the daemon adopts
     an expansion at once and its moved keys wait about a second behind their parent, not
     `adopt_after_s`.
     """
@@ -196,6 +197,17 @@ class Layout:
     def barrier(self, topic: str, partition: int) -> Barrier | None:
         """The barrier holding back an expansion child partition, if it is one."""
         return self._barriers.get((topic, partition))
+
+    def lineage(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The partitions an expansion child's keys were written to before it: its parent, then
+        the parent's parent while that is a child too (a producer that missed a generation
+        moves a key from there), up to one the topic started with. Empty for any other."""
+        out: list[int] = []
+        barrier = self.barrier(topic, partition)
+        while barrier is not None:
+            out.append(barrier.parent)
+            barrier = self.barrier(topic, barrier.parent)
+        return tuple(out)
 
     @cached_property
     def _barriers(self) -> dict[TopicPartition, Barrier]:

@@ -450,7 +450,7 @@ class PipelineAgent:
 
     def _take_steps(self, layout: Layout, ends: dict[tuple[str, int], int], now_ms: int) -> None:
         """A step for every coupled child (`coupling`): its end at the last probe, read before
-        this probe read its parent's; once the producers have refreshed (`until_ms`), the last.
+        this probe read its ancestors'; once the producers have refreshed (`until_ms`), the last.
         Written to Redis before a batch reads by them, so a restarted pipeline reads no further."""
         coupled = [b for b in layout.barriers if b.coupled and (b.topic, b.partition) in ends]
         if not coupled:
@@ -459,20 +459,21 @@ class PipelineAgent:
             cp = self.checkpoints
             if cp is None or cp.layout.generation != layout.generation:
                 return
-            done = {(b.topic, b.parent): cp.parent_done(b.topic, b.parent) for b in coupled}
+            done = {(b.topic, b.partition): cp.lineage_done(b.topic, b.partition) for b in coupled}
         couplings = dict(self._couplings)
         for b in coupled:
-            child, parent = (b.topic, b.partition), (b.topic, b.parent)
+            child = (b.topic, b.partition)
             was = couplings.get(child, Coupling())
             if was.final is not None:
                 continue
+            lineage = tuple(ends[(b.topic, a)] for a in layout.lineage(*child))
             if b.until_ms is not None and now_ms >= b.until_ms:
-                now = was.close(ends[parent])
+                now = was.close(lineage)
             elif child in self._child_ends:
-                now = was.step(self._child_ends[child], ends[parent])
+                now = was.step(self._child_ends[child], lineage)
             else:
                 now = was
-            couplings[child] = now.pruned(done[parent])
+            couplings[child] = now.pruned(done[child])
         self._child_ends = {(b.topic, b.partition): ends[(b.topic, b.partition)] for b in coupled}
         if couplings == self._couplings:
             return
