@@ -258,6 +258,7 @@ class PipelineAgent:
         self.draining = False
         self._lock = threading.Lock()  # orders "draining" against a batch starting
         self._busy = False
+        self._planned: tuple[frozenset, dict] | None = None  # the last plan's held children and stops
         self._committed_batch = 0  # of the running generation; read from Redis at each start
         self.failure: BaseException | None = None
         self.batches = 0
@@ -475,13 +476,27 @@ class PipelineAgent:
                 now = was
             couplings[child] = now.pruned(done[child])
         self._child_ends = {(b.topic, b.partition): ends[(b.topic, b.partition)] for b in coupled}
-        if couplings == self._couplings:
-            return
-        self.store.write_couplings(couplings)
-        with self._cp_lock:
-            self._couplings = couplings
-            if self.checkpoints is cp:
-                cp.couple(couplings)
+        if couplings != self._couplings:
+            self.store.write_couplings(couplings)
+            with self._cp_lock:
+                self._couplings = couplings
+                if self.checkpoints is cp:
+                    cp.couple(couplings)
+        self._replan()
+
+    def _replan(self) -> None:
+        """Rewrite the read plan between batches when what a coupled child may be read up to
+        moved since the last plan. Only a batch wrote the plan, and a child held at its last
+        plan's stop (or left out) with its parents all read offers Spark nothing: no batch ran,
+        and its released records waited for the next record on any partition, forever once the
+        producers paused (the live expansion test, 12 records in each child). A batch in flight
+        writes its own plan; if that one was written before this step, the next probe looks again."""
+        with self._lock:
+            layout, cp = self.layout, self.checkpoints
+            if self._busy or self.draining or self.failure is not None or layout is None or cp is None:
+                return
+            if (cp.blocked_partitions(), cp.read_limits()) != self._planned:
+                self._write_plan(layout, cp)
 
     def _input_marks(self, probe: KafkaOffsets, layout: Layout, counts: dict[str, int] | None,
                      ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -644,14 +659,14 @@ class PipelineAgent:
         with self._cp_lock:
             self.layout, self.checkpoints = layout, cp
         self._committed_batch = self.store.committed_batch(layout.generation)
-        with self._lock:
+        with self._lock:  # the probe writes a plan between batches too (`_replan`): not an old epoch's
             self.draining = False
-        self.admission.forget(layout)
-        self._last_commit = self._last_trigger = None  # the first batch of a (re)started query pays the start,
-        self._cycles_warm = False  # and the second still warms up
-        self._saturated_before = False
-        self._starts += 1
-        self._write_plan(layout, cp)
+            self.admission.forget(layout)
+            self._last_commit = self._last_trigger = None  # the first batch of a (re)started query pays the start,
+            self._cycles_warm = False  # and the second still warms up
+            self._saturated_before = False
+            self._starts += 1
+            self._write_plan(layout, cp)
         if not resumed:
             self._new_query(layout, starts, shape)
         with contextlib.suppress(FileNotFoundError):
@@ -730,6 +745,7 @@ class PipelineAgent:
         starts = {tp: o for tp, o in cp.start_offsets().items() if tp not in blocked}
         plan = self.admission.plan(layout, starts)
         stops = cp.read_limits()  # coupled children: no further than their parents allow
+        self._planned = (blocked, stops)
         self._spans = {tp: p.span for tp, p in plan.items()}
         write_plan(self._plan_file, {EPOCH: self._starts, **{
             offset_key(*tp): {"start": p.start, "span": p.span,

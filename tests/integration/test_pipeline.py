@@ -744,3 +744,35 @@ def test_an_expansions_new_partitions_count_in_their_parents_input_until_adopted
         stop.set()
         thread.join(60)
         agent.close()
+
+
+def test_a_coupled_childs_records_are_read_though_no_record_after_them_brings_a_batch(pipeline, broker):
+    """The parents all read, a producer moves keys to a coupled child and pauses. No record
+    anywhere brings Spark another batch, and only a batch wrote the read plan: the child's
+    records, released by the probe's next step, waited for the next record on any partition,
+    forever once the producers paused (the live expansion test, 12 records in each child). The
+    probe now writes the plan between batches itself (`_replan`)."""
+    store, agent, sink = pipeline(partitions=2, factor=2, lag_probe_seconds=0.2)
+    broker.produce("orders", [(i % 2, b"k%d" % (i % 10), b"%d" % i) for i in range(40)])
+    stop, thread, errors = run_in_thread(agent)
+    try:
+        wait_until(lambda: agent.metrics.partition_lag() == {("orders", 0): 0, ("orders", 1): 0}, 90,
+                   "the parents' records processed", errors)
+        broker.add_partitions("orders", 4)
+        generation = store.current_generation()
+        agent.control.request("drain")
+        wait_until(lambda: agent.control.status().get("state", "").startswith("stopped@"), 60, "the drain", errors)
+        until_ms = int(time.time() * 1000) + 3_600_000  # coupled for the whole test: steps release the child
+        store.migrate(generation, store.layout().with_partitions({"orders": 4}, until_ms=until_ms))
+        agent.control.request("start")
+        assert agent.control.wait_for(f"running@{generation + 1}", 60), agent.control.status()
+        broker.produce("orders", [(2 + i % 2, b"k%d" % (2 + i % 2), b"%d" % (40 + i)) for i in range(20)])
+        wait_until(lambda: read_committed(sink.path).num_rows >= 60, 60, "the children's 20 records", errors)
+        assert read_committed(sink.path).num_rows == 60
+        limits = store.checkpoints(generation + 1).read_limits()
+        assert limits == {("orders", 2): 10, ("orders", 3): 10}, "read by the steps, still coupled"
+        assert not errors
+    finally:
+        stop.set()
+        thread.join(60)
+        agent.close()
