@@ -50,9 +50,8 @@ class Barrier:
 
     A coupled child (`until_ms` set, `offset` None) is read behind its parent (and the parent's
     own parents, `Layout.lineage`) instead, step by step, until the producers have moved its
-    keys at `until_ms` (`coupling`): the daemon adopts
-    an expansion at once and its moved keys wait about a second behind their parent, not
-    `adopt_after_s`.
+    keys at `until_ms` (`coupling`): the daemon adopts an expansion at once and its moved keys
+    wait about a second behind their parent, not `adopt_after_s`.
     """
 
     topic: str
