@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from autosizer.checks import duration, output_file
+from autosizer.checks import duration, finite, output_file
 from autosizer.controller.config import read_section
 from autosizer.policies import Guards, policy_names
 from autosizer.simulator import workloads
@@ -205,6 +205,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --kinesis-stream: the endpoint URL (default: AWS's); env AUTOSIZER_KINESIS_ENDPOINT")
     parser.add_argument("--region", help="with --kinesis-stream: the stream's AWS region (default: boto3's); "
                         "env AWS_REGION")
+    parser.add_argument("--adopt-after-s", help="the daemon's `[daemon] adopt_after_s` during the run (default "
+                        "300, its default): how long a grown topic's new partitions were read behind their "
+                        "parents; Prometheus does not hold it")
     parser.add_argument("--out", required=True, help="trace file to write (.toml; the load goes beside it as .csv)")
 
 
@@ -226,6 +229,7 @@ def run_fit(args: argparse.Namespace) -> None:
         raise ValueError(f"--window must be whole seconds from 1s to 24h (a Prometheus range), not {args.window!r}")
     if not end > start:
         raise ValueError(f"--end {args.end} must be after --start {args.start}")
+    adopt_after_s = None if args.adopt_after_s is None else finite(args.adopt_after_s, "--adopt-after-s", 0, 86_400)
     if not args.out.endswith(".toml"):
         raise ValueError(f"--out {args.out!r} must end in .toml (the load is written beside it as .csv)")
     output_file(args.out, "--out")
@@ -252,6 +256,8 @@ def run_fit(args: argparse.Namespace) -> None:
     elif args.kinesis_stream:
         series[ARRIVALS] = read_kinesis_arrivals(args.kinesis_stream, start, end, endpoint, region)
     fitted = fitted_run(series, start, end)
+    if adopt_after_s is not None:
+        fitted = replace(fitted, job=replace(fitted.job, adopt_after_s=adopt_after_s))
     path = write_trace(fitted, args.out, f"fitted from {args.prometheus}, {args.start} to {args.end}")
     job = fitted.job
     sys.stdout.write(f"{path}: {job.partitions_words()}, {job.process_seconds * 1000:.2f} ms per record, "

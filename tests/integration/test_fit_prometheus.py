@@ -15,6 +15,7 @@ from autosizer.embedded import EmbeddedPrometheus
 from autosizer.pipeline.admission import Admission
 from autosizer.pipeline.slots import TaskProgress
 from autosizer.simulator.fit import FIT_QUERIES, batch_commits, fetch, fitted_run
+from autosizer.simulator.traces import load_trace
 from tests.daemon_harness import FedExporter
 from tests.integration.test_history_backfill import _blocks
 from tests.integration.test_pipeline import wait_until
@@ -72,7 +73,9 @@ def test_the_fit_reads_the_service_times_noise_and_which_shares_were_known_from_
         series = fetch(prometheus.url, start, end, window="3s")
         fitted = fitted_run(series, start, end)
         assert main(["fit", "--prometheus", prometheus.url, "--start", str(start), "--end", str(end),
-                     "--out", str(tmp_path / "run.toml")]) == 0
+                     "--adopt-after-s", "45", "--out", str(tmp_path / "run.toml")]) == 0
+    # the daemon's setting, which no series holds, as the flag gave it
+    assert load_trace(str(tmp_path / "run.toml")).job.adopt_after_s == 45 and fitted.job.adopt_after_s == 300
     # the batches' pairs, read back once each as fed (a scrape every second, a batch every 0.2 s)
     commits = batch_commits(series, start)
     assert len(commits) >= 8 and {(f, round(v, 3)) for _, f, v in commits} <= set(job.fed), (commits, job.fed)

@@ -589,6 +589,10 @@ def test_simulate_command_names_a_file_it_could_not_write_in_one_line(capsys):
      "--region says where the Kinesis stream is: add --kinesis-stream NAME, or drop it"),
     (["--start", "2026-01-01", "--end", "2026-01-02", "--out", "/nonexistent/run.toml"],
      "--out '/nonexistent/run.toml': no directory '/nonexistent'"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--adopt-after-s", "-5"], "--adopt-after-s must be >= 0"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--adopt-after-s", "nan"],
+     "--adopt-after-s must be a number like 30"),
+    (["--start", "2026-01-01", "--end", "2026-01-02", "--adopt-after-s", "1e9"], "--adopt-after-s must be <= 86400"),
 ])
 def test_fit_refuses_a_bad_time_or_window_before_asking_prometheus(flags, message, capsys, tmp_path):
     """A time that did not parse was named without its flag, and `--window 0s` went to Prometheus
