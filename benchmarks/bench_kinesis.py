@@ -2,8 +2,8 @@
 the factor, on the emulator.
 
 Run: .venv/bin/python benchmarks/bench_kinesis.py [throughput] [reshard] [factor] [rise] [calls]
-[parse] [emulator] [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15]
-(no part named: all seven; `rise` takes the first of --keys)
+[parse] [emulator] [slot] [--records 40000] [--splits 3] [--keys 100000 200] [--factors 1 2 4 8] [--seconds 15]
+(no part named: all eight; `rise` takes the first of --keys)
 
 Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline with
 `PipelineConfig`'s defaults (what `autosizer pipeline run --source kinesis` uses).
@@ -45,6 +45,10 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
 7. Emulator: what a record costs a reader while the emulator takes writes, at 0 to 400 writes/s
    asked, and the writes it took meanwhile (session 57: the Kinesis demo's old 400/s step was
    past what it takes, and its reads slowed 25-50 fold).
+8. Slot: one Spark task's read of the 4 shards (`kinesis_source.read_slot`), in turn and
+   together, side by side, on loopback and with 20 ms added to every call by a proxy (a
+   region's network). The emulator answers one call at a time, so on loopback only the client's
+   own work overlaps.
 """
 
 from __future__ import annotations
@@ -83,7 +87,13 @@ from autosizer.controller.logging import configure_logging  # noqa: E402
 from autosizer.elasticity import Layout  # noqa: E402
 from autosizer.elasticity.store import MetadataStore  # noqa: E402
 from autosizer.embedded import EmbeddedKinesis, EmbeddedRedis  # noqa: E402
-from autosizer.pipeline.kinesis_source import ShardReader, kinesis_client  # noqa: E402
+from autosizer.pipeline.kinesis_source import (  # noqa: E402
+    READ_THREADS,
+    ShardRead,
+    ShardReader,
+    kinesis_client,
+    read_slot,
+)
 from autosizer.pipeline.sinks import FileSink, read_committed  # noqa: E402
 
 SHARDS = 4
@@ -307,9 +317,10 @@ class Run:
 class CountingProxy:
     """An HTTP proxy in front of the emulator that counts every call by its operation
     (`X-Amz-Target`), whichever process makes it: the driver's tail, the source's peeks in
-    Spark's Python runner, the executors' reads."""
+    Spark's Python runner, the executors' reads. `delay_s`: a round trip added to every call,
+    the network between a job and its region that loopback lacks."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, delay_s: float = 0.0):
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         from urllib.parse import urlparse
 
@@ -323,6 +334,7 @@ class CountingProxy:
                 import http.client
 
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(delay_s)
                 with lock:
                     counts[(self.headers.get("X-Amz-Target") or "?").split(".")[-1]] += 1
                 conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
@@ -392,6 +404,37 @@ def calls_per_shard(run: Run, seconds: float = 40) -> list[tuple[str, dict[str, 
     return out
 
 
+def slot_reads(run: Run, per_shard: tuple[int, ...], delays_ms: tuple[float, ...],
+               rounds: int = 3) -> list[tuple[int, float, float, float]]:
+    """One slot's read of all SHARDS shards (`read_slot`, as a Spark task runs it), in turn (one
+    thread: the source before session 89) and together (the default), alternating, the order
+    flipped each round; through a proxy that adds `delays_ms` to every call. Per records a shard
+    and round trip: the median seconds of each, and together / in turn."""
+    out = []
+    for records in per_shard:
+        stream = run.backlog(records * SHARDS)
+        reads = [ShardRead(stream, shard, 0, 10 * records) for shard in range(SHARDS)]
+        for delay_ms in delays_ms:
+            proxy = CountingProxy(run.kinesis.endpoint, delay_ms / 1000)
+            client = kinesis_client(proxy.endpoint)
+            took: dict[int, list[float]] = {1: [], READ_THREADS: []}
+            try:
+                for i in range(rounds + 1):  # the first round warms the connections, and is not counted
+                    for threads in (1, READ_THREADS) if i % 2 else (READ_THREADS, 1):
+                        began = time.perf_counter()
+                        got = sum(b.num_rows for b in read_slot(ShardReader(client, stream), reads, 30.0, threads))
+                        if got != records * SHARDS:
+                            raise SystemExit(f"a slot read {got} records of {records * SHARDS}")
+                        if i:
+                            took[threads].append(time.perf_counter() - began)
+            finally:
+                proxy.close()
+            turn, together = statistics.median(took[1]), statistics.median(took[READ_THREADS])
+            out.append((records, delay_ms, turn, together))
+        run.kinesis.client().delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
+    return out
+
+
 def shard_of(keys: int) -> list[int]:
     """The shard Kinesis routes `b"key-k"` to, for k below `keys`: the MD5 of the partition key
     read as a 128-bit number, in the even hash-key ranges of a new stream's shards (checked
@@ -402,7 +445,8 @@ def shard_of(keys: int) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("which", nargs="*",
-                        default=["throughput", "reshard", "factor", "rise", "calls", "parse", "emulator"])
+                        default=["throughput", "reshard", "factor", "rise", "calls", "parse", "emulator",
+                                 "slot"])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--keys", type=int, nargs="+", default=[KEYS, FEW_KEYS],
@@ -457,6 +501,14 @@ def main() -> None:
             for label, rates, batches in calls_per_shard(run):
                 print(f"| {label} | {rates.get('GetRecords', 0):.2f} | {rates.get('GetShardIterator', 0):.2f} | "
                       f"{rates.get('ListShards', 0):.2f} | {batches} |", flush=True)
+        if "slot" in args.which:
+            print(f"\n## a slot's read of {SHARDS} shards: in turn and together ({READ_THREADS} threads at most), "
+                  "through a proxy adding a round trip to every call", flush=True)
+            print("| records a shard | round trip added | in turn | together | together / in turn |\n"
+                  "| --- | --- | --- | --- | --- |", flush=True)
+            for records, delay_ms, turn, together in slot_reads(run, (250, 2_500), (0, 20)):
+                print(f"| {records:,} | {delay_ms:g} ms | {turn:.3f} s | {together:.3f} s | {together / turn:.2f} |",
+                      flush=True)
         if "emulator" in args.which:
             print("\n## the emulator under writes: a reader reading 1,500 records of each of 2 shards over and "
                   "over, 12 s a write rate", flush=True)

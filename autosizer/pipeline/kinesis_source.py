@@ -33,7 +33,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -76,6 +77,9 @@ PAGE = 10_000  # records a GetRecords asks for: Kinesis's most
 # idle shard is still idle (the probe reads every 0.5-1.5 s); older, and the source asks itself.
 TIP_FRESH_S = 2.0
 LOOKBACK_S = (10, 300, 3600, 86400)  # how far back `upcoming` looks for a shard's last record
+# A slot's shards read at once, at most: each is a round trip of its own that Kinesis serves
+# apart from the others (a shard's 5 GetRecords a second are its own), so they overlap.
+READ_THREADS = 16
 
 log = structlog.get_logger(__name__)
 
@@ -124,7 +128,8 @@ def kinesis_client(endpoint: str | None = None, region: str | None = None, attem
     from botocore.config import Config
 
     return _session().client("kinesis", endpoint_url=endpoint or None, region_name=region or None,
-                             config=Config(retries={"max_attempts": attempts, "mode": "standard"}))
+                             config=Config(retries={"max_attempts": attempts, "mode": "standard"},
+                                           max_pool_connections=READ_THREADS))
 
 
 _SESSION: Any = None
@@ -176,7 +181,8 @@ class ShardReader:
     With `outage_s`, a call the endpoint does not answer (`passing`) is asked again until it has
     gone unanswered that long, then `KinesisUnavailable` names the endpoint and the fix: a batch
     rides through an endpoint's restart, as a Kafka batch rides through a broker's. Without it
-    (the lag probe, which must not stall) botocore's own five attempts are all there is."""
+    (the lag probe, which must not stall) botocore's own five attempts are all there is.
+    `records` may run on several threads at once (`read_slot`); `left_at` then says nothing."""
 
     def __init__(self, client: Any, stream: str, outage_s: float = 0.0):
         self.client, self.stream, self.outage_s = client, stream, outage_s
@@ -532,12 +538,39 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def read(self, partition: KinesisSlot) -> Iterator[pa.RecordBatch]:
         freeze_imports()
-        reader = self._patient_reader()
-        for r in partition.reads:
-            rows = list(reader.records(reader.iterator(r.shard, r.start), r.span, r.start,
-                                       self.timeout_s, r.shard))
-            if rows:
-                yield _batch(rows, r)
+        yield from read_slot(self._patient_reader(), partition.reads, self.timeout_s)
+
+
+def read_slot(reader: ShardReader, reads: Sequence[ShardRead], timeout_s: float,
+              threads: int = READ_THREADS) -> Iterator[pa.RecordBatch]:
+    """Each read's records as one Arrow batch, in the order of `reads`, the shards read
+    together on up to `threads` threads, as a Kafka slot's one consumer fetches its partitions
+    together. Read in turn, a slot holding several shards (a stream with more shards than Spark
+    has cores, a re-shard's child joined to a planned slot) waited for the sum of their round
+    trips. The batches keep the order of `reads`, so what follows sees the same stream either way;
+    the slot's records are held at once, as the batch's spans bound them."""
+    if not reads:
+        return
+    reader.starting(reads[0].shard)  # ListShards once for all of them, not once a thread
+
+    def one(r: ShardRead) -> pa.RecordBatch | None:
+        rows = list(reader.records(reader.iterator(r.shard, r.start), r.span, r.start, timeout_s, r.shard))
+        return _batch(rows, r) if rows else None
+
+    if threads <= 1 or len(reads) == 1:
+        batches: Iterator[pa.RecordBatch | None] = map(one, reads)
+        yield from (b for b in batches if b is not None)
+        return
+    with ThreadPoolExecutor(min(threads, len(reads)), thread_name_prefix="kinesis-read") as pool:
+        futures = [pool.submit(one, r) for r in reads]
+        try:
+            for future in futures:
+                batch = future.result()
+                if batch is not None:
+                    yield batch
+        finally:  # a read that failed fails the batch: the others still queued are not started
+            for future in futures:
+                future.cancel()
 
 
 def _batch(rows: list[dict], r: ShardRead) -> pa.RecordBatch:

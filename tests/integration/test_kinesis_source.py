@@ -340,3 +340,47 @@ def test_records_read_by_the_pipelines_client_carry_the_arrival_time_botocore_re
     assert len(read["ours"]) == 20 and read["ours"] == read["theirs"]
     assert {t.utcoffset().total_seconds() for t in read["ours"]} == {0}
     assert all(t.tzinfo is UTC for t in read["ours"]) and not any(t.tzinfo is UTC for t in read["theirs"])
+
+
+def test_a_slots_shards_are_read_together_and_come_out_in_the_slots_order(kinesis, stream):
+    """A Spark task reads its slot's shards on threads of its own, as a Kafka slot's consumer
+    fetches its partitions together: read in turn, a slot of several shards waited for the sum
+    of their round trips. Each shard's first GetRecords here waits until every shard's is in
+    flight, which a read in turn never gets to (its barrier breaks); the batches are the ones a
+    read in turn gives, in the slot's order."""
+    from autosizer.pipeline.kinesis_source import ShardRead, read_slot
+
+    kinesis.create_stream(stream, 4)
+    kinesis.produce(stream, [(b"k%d" % i, b"%d" % i) for i in range(400)])
+    client = kinesis_client(kinesis.endpoint)
+    reads = [ShardRead(stream, shard, 0, 1_000) for shard in (2, 0, 3, 1)]
+
+    def read(threads: int) -> list[tuple[int, list[str]]]:
+        return [(b.column("partition")[0].as_py(), b.column("offset").to_pylist())
+                for b in read_slot(ShardReader(client, stream), reads, 30.0, threads)]
+
+    in_turn = read(1)
+    assert [shard for shard, _ in in_turn] == [2, 0, 3, 1] and sum(len(o) for _, o in in_turn) == 400
+    waiting, passed = [threading.Barrier(len(reads), timeout=30)], set()
+
+    def all_in_flight(**_) -> None:
+        if threading.get_ident() not in passed:
+            passed.add(threading.get_ident())
+            waiting[0].wait()
+
+    client.meta.events.register("before-call.kinesis.GetRecords", all_in_flight)
+    assert read(16) == in_turn, "together: the same batches, in the slot's order"
+    passed.clear()
+    waiting[0] = threading.Barrier(len(reads), timeout=2)  # in turn, no second read ever comes
+    with pytest.raises(threading.BrokenBarrierError):
+        read(1)
+
+
+def test_a_shard_read_that_fails_fails_the_slots_read_with_its_error(kinesis, stream):
+    from autosizer.pipeline.kinesis_source import ShardRead, read_slot
+
+    kinesis.create_stream(stream, 2)
+    kinesis.produce(stream, [(b"k%d" % i, b"a") for i in range(40)])
+    reads = [ShardRead(stream, 0, 0, 100), ShardRead(stream, 7, 0, 100), ShardRead(stream, 1, 0, 100)]
+    with pytest.raises(ValueError, match="has no shard shardId-000000000007"):
+        list(read_slot(ShardReader(kinesis_client(kinesis.endpoint), stream), reads, 30.0))
