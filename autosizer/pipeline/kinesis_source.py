@@ -558,8 +558,9 @@ def read_slot(reader: ShardReader, reads: Sequence[ShardRead], timeout_s: float,
         return _batch(rows, r) if rows else None
 
     if threads <= 1 or len(reads) == 1:
-        batches: Iterator[pa.RecordBatch | None] = map(one, reads)
-        yield from (b for b in batches if b is not None)
+        for r in reads:
+            if (batch := one(r)) is not None:
+                yield batch
         return
     with ThreadPoolExecutor(min(threads, len(reads)), thread_name_prefix="kinesis-read") as pool:
         futures = [pool.submit(one, r) for r in reads]
