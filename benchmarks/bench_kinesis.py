@@ -46,8 +46,8 @@ Spark local[2], the emulator (kinesis-local) and Redis on loopback, the pipeline
    asked, and the writes it took meanwhile (session 57: the Kinesis demo's old 400/s step was
    past what it takes, and its reads slowed 25-50 fold).
 8. Slot: one Spark task's read of the 4 shards (`kinesis_source.read_slot`), in turn and
-   together, side by side, on loopback and with 20 ms added to every call by a proxy (a
-   region's network). The emulator answers one call at a time, so on loopback only the client's
+   together, side by side, through a proxy on loopback that adds nothing and then 20 ms to
+   every call (a region's network; the proxy's own cost is in both). The emulator answers one call at a time, so on loopback only the client's
    own work overlaps.
 """
 
