@@ -242,7 +242,8 @@ class AutosizerPolicy:
             missed = last.missed
             if factor < current and self._step_unneeded(obs, planned_up, planned_peak, task_rate):
                 missed = self._today(obs)
-            return Decision(factor, reason, details, undo_scale_down=True, undo_scale_up=useless), frozen(
+            return Decision(factor, reason, details, undo_scale_down=True, undo_scale_up=useless,
+                            extend_scale_up=True), frozen(
                 AutosizerState, times=times, rates=rates, factor=current, task_rate=task_rate,
                 backlog_rates=backlog_rates, trial=trial, ceiling=ceiling, ceiling_until=ceiling_until,
                 peaks=peaks, plan=plan, planned_up=planned_up, watermarks=obs.watermarks or last.watermarks,

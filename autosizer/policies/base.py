@@ -370,6 +370,11 @@ class Decision:
     # cores cap the job): holding the extra tasks for the cooldown and the lazy scale-down's
     # delay protects nothing, as the policy remembers that factor as a ceiling
     undo_scale_up: bool = False
+    # a scale-up the guards may let through at once when the last change they let through was a
+    # scale-up and the input already exceeds the factor it reached's capacity: it fell short, and
+    # waiting the cooldown turns one ramp into a ladder; a policy opts in, since one that sizes by
+    # the lag alone would read a restart's own backlog as a need for more
+    extend_scale_up: bool = False
 
     def __post_init__(self) -> None:
         validate_factor(self.factor)

@@ -14,7 +14,11 @@ the mistake, and waiting makes it worse. The default policy opts in; the baselin
 KEDA's and Flink's rules, do not (lag-threshold scales down eagerly and would flap at once).
 Likewise a scale-down back to where the last scale-up these guards let through started skips the
 cooldown and the scale-down delay when the policy judged that scale-up useless
-(`Decision.undo_scale_up`): it bought nothing, so its extra tasks protect nothing.
+(`Decision.undo_scale_up`): it bought nothing, so its extra tasks protect nothing. And a scale-up
+after a scale-up these guards let through skips the cooldown, under an overload, for a policy that
+opts in (`Decision.extend_scale_up`): the input has already outgrown the factor the first one
+reached, so it fell short, and a ramp seen at a 15 s tick as two jumps became a ladder (run k26:
+1 -> 2, then 45 s held, lag peaking at 22 s; session 90).
 """
 
 from __future__ import annotations
@@ -95,12 +99,14 @@ class Guards:
                                     f"{math.floor(observation.since_rescale_s)}s after the scale-up "
                                     f"it undoes", details), GuardState(scaled_down_to=target,
                                                                        watermarks=state.watermarks)
-        cooldown, undo = self.cooldown_s, False
+        cooldown, undo, extend = self.cooldown_s, False, False
         if target > current and _overloaded(observation, earlier):
             # The backlog grows every second. If the rescale that started the cooldown was a
-            # scale-down to this factor, that step was the mistake: undo it at once.
+            # scale-down to this factor, that step was the mistake: undo it at once. If it was a
+            # scale-up, it fell short of the input: go on at once.
             undo = wish.undo_scale_down and state.scaled_down_to == current
-            cooldown = 0.0 if undo else min(cooldown, self.overload_cooldown_s)
+            extend = wish.extend_scale_up and state.scaled_up_from is not None
+            cooldown = 0.0 if undo or extend else min(cooldown, self.overload_cooldown_s)
         if observation.since_rescale_s < cooldown:
             # the time waited rounded down, the limit as set: rounded, 299.7 s of a 300 s cooldown
             # read "300s < 300s", a reason that contradicts itself
@@ -115,9 +121,14 @@ class Guards:
                                           f"< {_limit(self.scale_down_delay_s)}s: {wish.reason}", details),
                         replace(state, scale_down_since=since))
         reason = wish.reason
-        if undo and observation.since_rescale_s < min(self.cooldown_s, self.overload_cooldown_s):
-            reason += (f"; undoes the scale-down to {current} {observation.since_rescale_s:.0f}s ago at once: "
-                       f"the input exceeds its capacity")
+        if observation.since_rescale_s < min(self.cooldown_s, self.overload_cooldown_s):
+            if undo:
+                reason += (f"; undoes the scale-down to {current} {observation.since_rescale_s:.0f}s ago at once: "
+                           f"the input exceeds its capacity")
+            elif extend:
+                reason += (f"; the scale-up {state.scaled_up_from} -> {current} "
+                           f"{observation.since_rescale_s:.0f}s ago fell short, at once: the input exceeds "
+                           f"{current}'s capacity")
         return Decision(target, reason, details), GuardState(
             scaled_down_to=target if target < current else None,
             scaled_up_from=current if target > current else None, watermarks=state.watermarks)

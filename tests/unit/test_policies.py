@@ -196,24 +196,58 @@ def test_an_overload_right_after_a_scale_down_skips_the_cooldown_for_a_policy_th
     assert calm.factor == 2 and "< 300s" in calm.reason
 
 
+def test_a_scale_up_the_input_outgrew_is_followed_at_once_for_a_policy_that_opts_in():
+    """Session 90: a ramp seen at a 15 s tick as two jumps was sized 1 -> 2 on the first, and the
+    second waited the overload cooldown with the input already past 2's capacity (run k26). When
+    the last change these guards let through was a scale-up and the input exceeds the factor it
+    reached, it fell short: a policy that opts in (the default one) goes on at once."""
+    guards = Guards(cooldown_s=300, overload_cooldown_s=60, scale_down_delay_s=0)
+    up, state = guards.apply(observe(factor=2, input_rate=500, since_rescale_s=1000), Decision(8, "more"))
+    assert up.factor == 8 and state.scaled_up_from == 2
+    # Factor 8 on 4 partitions at 400/s per task takes 12,800/s; 20,000/s arrive 10 s later.
+    outgrown = observe(factor=8, input_rate=20_000, since_rescale_s=10)
+    wish, _ = load_policy("autosizer").decide(outgrown)
+    assert wish.factor > 8 and wish.extend_scale_up
+    more, after = guards.apply(outgrown, wish, state)
+    assert more.factor == wish.factor and after.scaled_up_from == 8
+    assert "; the scale-up 2 -> 8 10s ago fell short, at once: the input exceeds 8's capacity" in more.reason
+    # A policy that does not opt in (the baselines) waits the overload cooldown.
+    plain, _ = guards.apply(outgrown, Decision(32, "more"), state)
+    assert plain.factor == 8 and "< 60s" in plain.reason
+    # After a scale-down, or with no record of the last change (a restarted daemon): 60 s too.
+    opted = Decision(32, "more", extend_scale_up=True)
+    for before in (GuardState(scaled_down_to=8), None):
+        held, _ = guards.apply(outgrown, opted, before)
+        assert held.factor == 8 and "< 60s" in held.reason
+    # Without an overload (12,000/s fit 8) the full cooldown holds.
+    calm, _ = guards.apply(observe(factor=8, input_rate=12_000, since_rescale_s=10), opted, state)
+    assert calm.factor == 8 and "< 300s" in calm.reason
+    # Past the overload cooldown nothing is skipped, and the reason says nothing of it.
+    later, _ = guards.apply(observe(factor=8, input_rate=20_000, since_rescale_s=70), opted, state)
+    assert later.factor == 32 and later.reason == "more"
+
+
 @given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 32]), st.sampled_from([500.0, 2000.0, 40_000.0]),
-                          st.sampled_from([5.0, 50.0, 400.0]), st.booleans(), st.booleans()),
+                          st.sampled_from([5.0, 50.0, 400.0]), st.booleans(), st.booleans(), st.booleans()),
                 min_size=1, max_size=12))
-def test_a_cooldown_is_skipped_only_to_undo_the_guards_own_last_change(steps):
+def test_a_cooldown_is_skipped_only_to_undo_or_extend_the_guards_own_last_change(steps):
     """Whatever the sequence of wishes: a change inside the overload cooldown either is a
-    scale-up that opted in, undoing the last change these guards let through (a scale-down to
-    this factor), while the input exceeds the factor's capacity (4 partitions at 400/s per
-    task); or is a step back the policy judged (`undo_scale_up`) to where the last change these
-    guards let through (a scale-up) started."""
+    scale-up that opted in while the input exceeds the factor's capacity (4 partitions at 400/s
+    per task), undoing the last change these guards let through (a scale-down to this factor,
+    `undo_scale_down`) or going on from it (a scale-up, `extend_scale_up`); or is a step back
+    the policy judged (`undo_scale_up`) to where the last change these guards let through (a
+    scale-up) started."""
     guards = Guards(cooldown_s=300, overload_cooldown_s=60, scale_down_delay_s=0)
     factor, state, last_down_to, last_up_from = 8, None, None, None
-    for wish, rate, since, undo, useless in steps:
+    for wish, rate, since, undo, useless, extend in steps:
         obs = observe(factor=factor, input_rate=rate, since_rescale_s=since)
         decision, state = guards.apply(
-            obs, Decision(wish, "wish", undo_scale_down=undo, undo_scale_up=useless), state)
+            obs, Decision(wish, "wish", undo_scale_down=undo, undo_scale_up=useless, extend_scale_up=extend),
+            state)
         if decision.factor != factor and since < 60:
             if decision.factor > factor:
-                assert undo and last_down_to == factor and rate >= 4 * factor * 400
+                assert rate >= 4 * factor * 400
+                assert (undo and last_down_to == factor) or (extend and last_up_from is not None)
             else:
                 assert useless and last_up_from == decision.factor
         if decision.factor != factor:
