@@ -248,8 +248,8 @@ class Admission:
             self.gap_s = _smooth(self.gap_s, seconds)
 
     def observe_read(self, records: int, seconds: float) -> None:
-        """A batch's slowest-reading slot read `records` in `seconds` (any batch but a query's
-        first, whose read waits for the Python workers to start)."""
+        """A saturated batch's slowest-reading slot read `records` in `seconds` (any such batch
+        but a query's first two, whose reads wait for the Python workers to start)."""
         self.read_cost.observe(records, seconds)
 
     def observe_endpoint_read(self, pages: Iterable[tuple[int, float]]) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from autosizer.elasticity import Layout
-from autosizer.elasticity.batch_cost import MIN_SPREAD
 from autosizer.elasticity.store import MetadataStore
 from autosizer.pipeline.agent import (
     QUERY_RESTARTS,
@@ -552,13 +551,14 @@ def test_a_saturated_batch_that_waited_for_its_trigger_is_not_taken_for_the_fixe
     assert "autosizer_pipeline_batch_gap_seconds" in {family.name for family in agent.metrics.collect()}
 
 
-def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeline, broker):
-    """Light batches (a few records each) and then saturated ones (a span each): the slots'
-    reads reach the admission with their sizes (`ReadCost`), so a line can tell a read's fixed
-    part from what its records add where the two differ by more than the reads scatter. Kafka's
-    reads hardly grow (0.05 s at factor 1, 0.13 s at 16), so whether a line stands out here is
-    not the point; what the pipeline exports is what its admission holds, and a larger factor's
-    duty is never above a smaller one's. Each warm batch also exports how full its read was
+def test_a_job_that_kept_up_then_fell_behind_draws_its_read_line_through_saturated_reads_only(pipeline, broker):
+    """Light batches (a few records each) and then saturated ones (a span each): only the
+    saturated batches' reads reach the admission's line (`ReadCost`). A light read runs at
+    another load on the endpoint, and on the Kinesis emulator a line through both took the
+    endpoint's load for a cost per record (1.0-3.1 ms where a slot reads 7,000 in 1.2 s; runs
+    h2, h3, session 91). Kafka's reads hardly grow (0.05 s at factor 1, 0.13 s at 16), so whether
+    a line stands out here is not the point; what the pipeline exports is what its admission
+    holds, and a larger factor's duty is never above a smaller one's. Each warm batch also exports how full its read was
     (`batch_fill`: a light batch's few records against its span, a saturated one's whole span)
     with its own commit latency, the pair a fit checks the simulator's line with, and the records
     it read, which the fit's wait grows with (`batch_read_records`, session 83). The light
@@ -588,7 +588,9 @@ def test_a_job_that_kept_up_then_fell_behind_measures_reads_of_both_sizes(pipeli
 
     run_until(agent, lambda: sum(seen) >= 3, "three saturated batches", 120, meanwhile=light_then_backlog)
     admission, cost = agent.admission, agent.admission.read_cost
-    assert cost.records_cv() > MIN_SPREAD, "light and saturated reads, both seen"
+    warm_saturated = sum(saturated for saturated, *_ in pairs[2:])
+    assert warm_saturated >= 1 and len(cost.reads) == warm_saturated, (cost.reads, pairs)
+    assert min(records for records, _ in cost.reads) > 10, "no light batch's read in the line"
     assert admission.saturated_read is not None and admission.saturated_read > 10 * 5
     assert agent.metrics.read_s == admission.growing_read_s(1)
     names = {family.name for family in agent.metrics.collect()}
