@@ -66,7 +66,8 @@ def _fit_line(points: Sequence[tuple[float, float, float]]) -> _Line:
 class ReadCost:
     """What a slot's read of a batch costs: a part every batch pays whatever it reads (a
     GetShardIterator and a first GetRecords per Kinesis shard, a fetch's round trips) and a part
-    per record. A line through recent batches' (records, seconds), weighted toward the newest.
+    per record. A line through recent batches' (records, seconds), weighted toward the newest
+    (the pipeline's saturated batches', which read at one load on the endpoint: session 91).
     Where their sizes hardly differ (a steady backlog reads the same span every batch), or the
     reads scatter more than their records add, the line cannot be told from its points, and
     nothing is said: the whole read per record would have promised Kafka's factor 16 a fifth
@@ -90,15 +91,6 @@ class ReadCost:
     def _points(self) -> list[tuple[float, float, float]]:
         newest = len(self.reads) - 1
         return [(x, y, READ_MEMORY ** (newest - i)) for i, (x, y) in enumerate(self.reads)]
-
-    def records_cv(self) -> float:
-        """How much the recent reads' sizes differ: their weighted coefficient of variation."""
-        points = self._points()
-        w = sum(weight for _, _, weight in points)
-        if not w:
-            return 0.0
-        mean = sum(x * weight for x, _, weight in points) / w
-        return math.sqrt(sum(weight * (x - mean) ** 2 for x, _, weight in points) / w) / mean
 
     def per_record(self) -> float | None:
         """Seconds a record adds to a read: the line's slope, or None where the batches cannot
